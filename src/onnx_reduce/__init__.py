@@ -1,0 +1,39 @@
+"""onnx-reduce: spec-exact ONNX ReduceSum, ReduceL2 and ReduceLogSumExp at every opset version.
+
+>>> import numpy as np, onnx_reduce
+>>> onnx_reduce.reduce_log_sum_exp(np.array([800.0, 800.0]))
+array([800.69314718])
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .functions import reduce_l2, reduce_log_sum_exp, reduce_sum
+from .plan import UNKNOWN_AXES, infer_shape
+from .spec import OPS, VERSIONS
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "OPS",
+    "UNKNOWN_AXES",
+    "VERSIONS",
+    "__version__",
+    "backend",
+    "infer_shape",
+    "reduce_l2",
+    "reduce_log_sum_exp",
+    "reduce_sum",
+    "reference_ops",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # The onnx-dependent front doors load on first use, keeping `import onnx_reduce` light.
+    if name == "backend":
+        return importlib.import_module(".backend", __name__)
+    if name == "reference_ops":
+        return importlib.import_module(".reference_ops", __name__).reference_ops
+    raise AttributeError(f"module 'onnx_reduce' has no attribute {name!r}")

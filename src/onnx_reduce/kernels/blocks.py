@@ -1,0 +1,69 @@
+"""Walk a reduction in bounded blocks, so no kernel ever copies a whole large input."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+#: Elements per block: a float64 copy of one block is 2 MiB.
+BLOCK_ELEMENTS = 1 << 18
+
+
+def c_order_blocks(shape: tuple[int, ...], budget: int) -> Iterator[tuple]:
+    """Index tuples cutting an array of ``shape`` into C-order blocks of at most ``budget`` items.
+
+    Leading axes are taken one index at a time (an int, which drops the axis), one axis is cut
+    into chunks (a slice) and the trailing axes are whole.
+
+    >>> list(c_order_blocks((2, 3), 4))
+    [(slice(0, 1, None),), (slice(1, 2, None),)]
+    >>> list(c_order_blocks((2, 2, 3), 3))
+    [(0, slice(0, 1, None)), (0, slice(1, 2, None)), (1, slice(0, 1, None)), (1, slice(1, 2, None))]
+    >>> list(c_order_blocks((5,), 2))
+    [(slice(0, 2, None),), (slice(2, 4, None),), (slice(4, 5, None),)]
+    """
+    split = len(shape)
+    inner = 1
+    while split > 0 and inner * shape[split - 1] <= budget:
+        split -= 1
+        inner *= shape[split]
+    if split == 0:
+        yield ()
+        return
+    step = max(1, budget // inner)
+    axis_len = shape[split - 1]
+    for outer in np.ndindex(*shape[: split - 1]):
+        for start in range(0, axis_len, step):
+            yield (*outer, slice(start, min(start + step, axis_len)))
+
+
+def blockwise(
+    view: np.ndarray,
+    nkept: int,
+    partial: Callable[[np.ndarray, tuple], np.ndarray],
+    combine: Callable[[list[np.ndarray]], np.ndarray],
+    out: np.ndarray,
+    budget: int = BLOCK_ELEMENTS,
+) -> np.ndarray:
+    """Reduce the trailing axes of ``view`` (its first ``nkept`` axes are kept) block by block.
+
+    ``partial(block, kept_index)`` reduces one block, whose kept axes come first and whose reduced
+    axes are flattened last, to an array of the kept block's shape (it may add trailing axes of
+    its own); ``combine`` merges the partials of one kept block. Results land in ``out[kept_index]``.
+    """
+    kept_shape = view.shape[:nkept]
+    reduced_shape = view.shape[nkept:]
+    reduced_budget = min(math.prod(reduced_shape), budget)
+    kept_budget = max(1, budget // max(reduced_budget, 1))
+    for kept_index in c_order_blocks(kept_shape, kept_budget):
+        kept_block = view[kept_index]
+        nk = kept_block.ndim - len(reduced_shape)
+        partials = []
+        for reduced_index in c_order_blocks(reduced_shape, reduced_budget):
+            block = kept_block[(slice(None),) * nk + reduced_index]
+            flat = block.reshape((*kept_block.shape[:nk], -1))
+            partials.append(partial(flat, kept_index))
+        out[kept_index] = partials[0] if len(partials) == 1 else combine(partials)
+    return out

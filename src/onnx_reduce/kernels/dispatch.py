@@ -1,0 +1,87 @@
+"""Pick the kernel for one planned reduction: a compiled fast path when one serves the case,
+else the numpy reference path.
+
+Fast kernels live in :mod:`onnx_reduce.kernels.fast`, one module per family. Each exposes
+``reduce_<op>(data, plan) -> np.ndarray | None`` and returns None for a case it does not serve
+(dtype, layout, size), which then falls back to the reference. They are imported on first use, so
+``import onnx_reduce`` does not load numba.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+import numpy as np
+
+from ..plan import ReductionPlan
+from . import reference
+
+Kernel = Callable[[np.ndarray, ReductionPlan], "np.ndarray | None"]
+
+_REFERENCE: dict[str, Kernel] = {
+    "ReduceSum": reference.reduce_sum,
+    "ReduceL2": reference.reduce_l2,
+    "ReduceLogSumExp": reference.reduce_log_sum_exp,
+}
+#: op -> (module under kernels.fast, function name)
+_FAST: dict[str, tuple[str, str]] = {
+    "ReduceSum": ("sum_l2", "reduce_sum"),
+    "ReduceL2": ("sum_l2", "reduce_l2"),
+    "ReduceLogSumExp": ("log_sum_exp", "reduce_log_sum_exp"),
+}
+_loaded: dict[str, Kernel | None] = {}
+
+PATHS = ("auto", "reference", "fast")
+_path: ContextVar[str] = ContextVar("onnx_reduce_kernel_path", default="auto")
+
+
+@contextmanager
+def kernel_path(path: str) -> Iterator[None]:
+    """Within the block, use only ``"reference"`` kernels, require ``"fast"`` ones, or ``"auto"``.
+
+    ``"fast"`` raises ``RuntimeError`` where no fast kernel serves a case (for tests).
+    The setting is per thread / per async task.
+
+    >>> from onnx_reduce import reduce_sum
+    >>> with kernel_path("reference"):
+    ...     reduce_sum(np.ones(3, np.float32))
+    array([3.], dtype=float32)
+    """
+    if path not in PATHS:
+        raise ValueError(f"kernel path must be one of {PATHS}, got {path!r}")
+    token = _path.set(path)
+    try:
+        yield
+    finally:
+        _path.reset(token)
+
+
+def run_kernel(op: str, data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
+    """Compute ``op`` of ``data`` as ``plan`` says."""
+    path = _path.get()
+    if path != "reference" and not plan.noop:
+        fast = _fast_kernel(op)
+        result = None if fast is None else fast(data, plan)
+        if result is not None:
+            return result
+        if path == "fast":
+            raise RuntimeError(
+                f"{op}: no fast kernel serves dtype {data.dtype}, shape {data.shape}, "
+                f"axes {plan.axes}"
+            )
+    return _REFERENCE[op](data, plan)
+
+
+def _fast_kernel(op: str) -> Kernel | None:
+    if op not in _loaded:
+        module_name, function = _FAST[op]
+        try:
+            module = importlib.import_module(f"{__package__}.fast.{module_name}")
+        except ImportError:
+            _loaded[op] = None
+        else:
+            _loaded[op] = getattr(module, function, None)
+    return _loaded[op]

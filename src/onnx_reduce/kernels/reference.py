@@ -1,0 +1,182 @@
+"""The reference path: plain numpy, blocked, extended-precision accumulation. The oracle.
+
+Each function takes the input and a :class:`~onnx_reduce.plan.ReductionPlan` and returns the
+output array. The contract they implement (see the README, "Numerics"):
+
+* float16/bfloat16/float32 accumulate in float64, float64 in extended precision where the
+  platform has it; the result is rounded once;
+* ReduceLogSumExp is shifted by the maximum and uses ``log1p``, so no finite input overflows or
+  underflows; ReduceL2 of float64 is scaled by a power of two for the same reason;
+* integer ReduceSum wraps modulo 2**bits; integer ReduceL2 is the exact floor(sqrt(sum x**2)).
+
+>>> from onnx_reduce.spec import Request, resolve
+>>> from onnx_reduce.plan import make_plan
+>>> x = np.array([800.0, 800.0])
+>>> plan = make_plan(Request(resolve("ReduceLogSumExp", 18), None, True, False), x.shape)
+>>> float(reduce_log_sum_exp(x, plan)[0])
+800.6931471805599
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..plan import ReductionPlan
+from ..spec.dtypes import accumulator, is_float
+from .blocks import blockwise
+from .rounding import round_to
+
+
+def reduce_sum(data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
+    """ReduceSum: wraps for integers, one rounding for floats."""
+    if plan.noop:
+        return data.copy()
+    if plan.reduced_size == 0:
+        return np.zeros(plan.output_shape, data.dtype)
+    view, nkept = _kept_first(data, plan)
+    if not is_float(data.dtype):
+        out = np.empty(plan.kept_shape, data.dtype)
+        blockwise(view, nkept, lambda b, _: np.add.reduce(b, axis=-1, dtype=data.dtype),
+                  _sum_partials, out)
+        return out.reshape(plan.output_shape)
+    acc = accumulator(data.dtype)
+    out = np.empty(plan.kept_shape, acc)
+    blockwise(view, nkept, lambda b, _: np.add.reduce(b.astype(acc), axis=-1),
+              _sum_partials, out)
+    return round_to(out, data.dtype).reshape(plan.output_shape)
+
+
+def reduce_l2(data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
+    """ReduceL2: sqrt of the sum of squares, free of intermediate overflow and underflow."""
+    if plan.noop:
+        return data.copy() if data.dtype.kind == "u" else np.abs(data)
+    if plan.reduced_size == 0:
+        return np.zeros(plan.output_shape, data.dtype)
+    view, nkept = _kept_first(data, plan)
+    if not is_float(data.dtype):
+        return _integer_l2(view, nkept, plan).reshape(plan.output_shape)
+    acc = accumulator(data.dtype)
+    # Power-of-two scale per output, from the largest magnitude: exact, and keeps the squares
+    # of float64 inputs in range (narrower floats cannot overflow float64 squares).
+    scale_exp = np.zeros(plan.kept_shape, np.int64)
+    if data.dtype == np.float64:
+        amax = np.empty(plan.kept_shape, np.float64)
+        blockwise(view, nkept, lambda b, _: np.maximum.reduce(np.abs(b), axis=-1),
+                  _max_partials, amax)
+        finite_nonzero = np.isfinite(amax) & (amax > 0)
+        scale_exp = np.where(finite_nonzero, np.frexp(np.where(finite_nonzero, amax, 1.0))[1], 0)
+
+    def sum_of_squares(block: np.ndarray, kept_index: tuple) -> np.ndarray:
+        wide = block.astype(acc)
+        if data.dtype == np.float64:
+            wide = np.ldexp(wide, -scale_exp[kept_index][..., None])
+        return np.add.reduce(np.square(wide, out=wide), axis=-1)
+
+    ssq = np.empty(plan.kept_shape, acc)
+    blockwise(view, nkept, sum_of_squares, _sum_partials, ssq)
+    result = np.ldexp(np.sqrt(ssq), scale_exp)
+    return round_to(result, data.dtype).reshape(plan.output_shape)
+
+
+def reduce_log_sum_exp(data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
+    """ReduceLogSumExp: ``m + log1p(sum_{x<m} exp(x - m) + (count(x == m) - 1))``, m the max.
+
+    Integers compute in float64 and truncate toward zero, like the spec's CastLike.
+    """
+    if plan.noop:
+        return data.copy()
+    integer = not is_float(data.dtype)
+    if plan.reduced_size == 0:
+        if integer:
+            raise ValueError(
+                f"ReduceLogSumExp: the reduction over an empty set is -inf, which "
+                f"{data.dtype} cannot represent (input shape {list(data.shape)})"
+            )
+        return np.full(plan.output_shape, -np.inf, data.dtype)
+    acc = np.dtype(np.float64) if integer else accumulator(data.dtype)
+    view, nkept = _kept_first(data, plan)
+    peak = np.empty(plan.kept_shape, acc)
+    blockwise(view, nkept, lambda b, _: np.maximum.reduce(b, axis=-1).astype(acc),
+              _max_partials, peak)
+    finite = np.isfinite(peak)
+    shift = np.where(finite, peak, 0)
+
+    def tail_and_ties(block: np.ndarray, kept_index: tuple) -> np.ndarray:
+        centred = block.astype(acc) - shift[kept_index][..., None]
+        below = centred < 0
+        terms = np.exp(np.minimum(centred, 0), out=centred)
+        tail = np.add.reduce(np.where(below, terms, 0), axis=-1)
+        ties = np.add.reduce(~below, axis=-1)  # elements equal to the peak (where it is finite)
+        return np.stack([tail, ties.astype(acc)], axis=-1)
+
+    sums = np.empty((*plan.kept_shape, 2), acc)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        blockwise(view, nkept, tail_and_ties, _sum_partials, sums)
+        result = np.where(finite, peak + np.log1p(sums[..., 0] + (sums[..., 1] - 1)), peak)
+    if integer:
+        result = np.clip(np.trunc(result.astype(np.float64)), *_float64_range(data.dtype))
+    return round_to(result, data.dtype).reshape(plan.output_shape)
+
+
+def _float64_range(dtype: np.dtype) -> tuple[float, float]:
+    """The float64 values nearest the ends of an integer dtype's range, inside it."""
+    info = np.iinfo(dtype)
+    top = float(info.max)
+    return float(info.min), top if top <= info.max else float(np.nextafter(top, 0.0))
+
+
+def _kept_first(data: np.ndarray, plan: ReductionPlan) -> tuple[np.ndarray, int]:
+    """A view of ``data`` with the kept axes first and the reduced axes last (no copy)."""
+    nred = len(plan.axes)
+    return np.moveaxis(data, plan.axes, range(data.ndim - nred, data.ndim)), data.ndim - nred
+
+
+def _sum_partials(partials: list[np.ndarray]) -> np.ndarray:
+    return np.add.reduce(np.stack(partials), axis=0)
+
+
+def _max_partials(partials: list[np.ndarray]) -> np.ndarray:
+    return np.maximum.reduce(np.stack(partials), axis=0)
+
+
+_LIMB = np.uint64(32)
+_LOW = np.uint64(0xFFFFFFFF)
+
+
+def _integer_l2(view: np.ndarray, nkept: int, plan: ReductionPlan) -> np.ndarray:
+    """Exact floor(sqrt(sum x**2)) for 32- and 64-bit integers, wrapped to the dtype.
+
+    |x| = a * 2**32 + b, so x**2 = a*a * 2**64 + 2*a*b * 2**32 + b*b; each product is split in
+    32-bit halves, which sum without overflow in uint64 for up to 2**32 elements per output.
+    """
+    dtype = view.dtype
+
+    def limb_sums(block: np.ndarray, _: tuple) -> np.ndarray:
+        magnitude = _magnitude(block)
+        high, low = magnitude >> _LIMB, magnitude & _LOW
+        parts = []
+        for product in (high * high, high * low, low * low):
+            parts += [np.add.reduce(product >> _LIMB, axis=-1),
+                      np.add.reduce(product & _LOW, axis=-1)]
+        return np.stack(parts, axis=-1)
+
+    sums = np.empty((*plan.kept_shape, 6), np.uint64)
+    blockwise(view, nkept, limb_sums, _sum_partials, sums)
+    bits = dtype.itemsize * 8
+    flat = sums.reshape(-1, 6)
+    roots = np.empty(len(flat), np.uint64)
+    for i, (hh_hi, hh_lo, hl_hi, hl_lo, ll_hi, ll_lo) in enumerate(flat.tolist()):
+        total = (((hh_hi << 32) + hh_lo) << 64) + (((hl_hi << 32) + hl_lo) << 33) \
+            + (ll_hi << 32) + ll_lo
+        roots[i] = math.isqrt(total) % (1 << bits) % (1 << 64)
+    return roots.astype(dtype).reshape(plan.kept_shape)
+
+
+def _magnitude(block: np.ndarray) -> np.ndarray:
+    """|x| as uint64, exact also for the most negative int64."""
+    if block.dtype.kind == "u":
+        return block.astype(np.uint64)
+    as_unsigned = block.astype(np.int64).view(np.uint64)
+    return np.where(block < 0, ~as_unsigned + np.uint64(1), as_unsigned)

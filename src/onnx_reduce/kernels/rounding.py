@@ -1,0 +1,31 @@
+"""Round an accumulator array once to the output dtype."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..spec.dtypes import bfloat16
+
+
+def round_to(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Round ``values`` (float64 or wider) to ``dtype`` with a single rounding.
+
+    numpy rounds float64 to float16/float32 correctly; ml_dtypes goes float64 -> float32 ->
+    bfloat16, which can round twice. For bfloat16 the first step is made round-to-odd, which
+    makes the pair equal to one correct rounding.
+
+    >>> float(round_to(np.array([1 + 2**-8 + 2**-30]), bfloat16)[0])
+    1.0078125
+    """
+    dtype = np.dtype(dtype)
+    if dtype != bfloat16:
+        return values.astype(dtype)
+    wide = values.astype(np.float64)
+    narrow = wide.astype(np.float32)
+    back = narrow.astype(np.float64)
+    bits = narrow.view(np.uint32)
+    with np.errstate(invalid="ignore"):
+        inexact = (back != wide) & np.isfinite(wide) & (bits & 1 == 0)
+        step = np.where(np.abs(back) < np.abs(wide), 1, -1).astype(np.int64)
+    bits = (bits.astype(np.int64) + np.where(inexact, step, 0)).astype(np.uint32)
+    return bits.view(np.float32).astype(bfloat16)

@@ -1,0 +1,93 @@
+"""The one table of operator versions: attributes and defaults, where axes live, allowed dtypes.
+
+Everything else (validation, shape inference, the backend, the CLI's ``info``) reads this table.
+It is written out by hand from the ONNX documents and checked against ``onnx.defs`` in the tests.
+
+>>> resolve("ReduceL2", 17).label
+'ReduceL2-13'
+>>> resolve("ReduceLogSumExp", 28).dtypes == frozenset({"bfloat16", "float16", "float", "double"})
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+OPS = ("ReduceSum", "ReduceL2", "ReduceLogSumExp")
+
+_NUMERIC_V1 = frozenset({"float", "double", "float16", "int32", "int64", "uint32", "uint64"})
+_NUMERIC_V13 = _NUMERIC_V1 | {"bfloat16"}
+_FLOATS = frozenset({"bfloat16", "float16", "float", "double"})
+
+
+@dataclass(frozen=True)
+class OpVersion:
+    """One version of one operator, as its schema defines it."""
+
+    op: str
+    version: int
+    axes_is_input: bool
+    """True: ``axes`` is an optional int64 input; False: an ``INTS`` attribute."""
+    dtypes: frozenset[str]
+    """Allowed ONNX element types of ``data`` (and of the output)."""
+    states_rank0_and_empty_set: bool
+    """The version's document says rank-0 input is valid and what an empty reduction gives.
+    (Version 11 is silent; onnx-reduce applies the same rule there.)"""
+    has_function_body: bool
+
+    @property
+    def label(self) -> str:
+        return f"{self.op}-{self.version}"
+
+    @property
+    def attributes(self) -> dict[str, int | None]:
+        """Attribute names and defaults (None: no default, the attribute is optional)."""
+        if self.axes_is_input:
+            return {"keepdims": 1, "noop_with_empty_axes": 0}
+        return {"axes": None, "keepdims": 1}
+
+
+def _versions(op: str, rows: list[tuple[int, bool, frozenset[str], bool, bool]]) -> dict:
+    return {v: OpVersion(op, v, axes_in, dt, r0, fn) for v, axes_in, dt, r0, fn in rows}
+
+
+#: op -> since_version -> OpVersion.   (version, axes_is_input, dtypes, states_rank0, function)
+VERSIONS: dict[str, dict[int, OpVersion]] = {
+    "ReduceSum": _versions("ReduceSum", [
+        (1, False, _NUMERIC_V1, True, False),
+        (11, False, _NUMERIC_V1, False, False),
+        (13, True, _NUMERIC_V13, True, False),
+    ]),
+    "ReduceL2": _versions("ReduceL2", [
+        (1, False, _NUMERIC_V1, True, False),
+        (11, False, _NUMERIC_V1, False, False),
+        (13, False, _NUMERIC_V13, True, False),
+        (18, True, _NUMERIC_V13, True, True),
+    ]),
+    "ReduceLogSumExp": _versions("ReduceLogSumExp", [
+        (1, False, _NUMERIC_V1, True, False),
+        (11, False, _NUMERIC_V1, False, False),
+        (13, False, _NUMERIC_V13, True, False),
+        (18, True, _NUMERIC_V13, True, True),
+        (28, True, _FLOATS, True, True),
+    ]),
+}
+
+
+def latest(op: str) -> OpVersion:
+    """The newest version of ``op``."""
+    return VERSIONS[_known_op(op)][max(VERSIONS[op])]
+
+
+def resolve(op: str, opset: int) -> OpVersion:
+    """The version of ``op`` in force in a model that imports the default domain at ``opset``."""
+    versions = VERSIONS[_known_op(op)]
+    if isinstance(opset, bool) or not isinstance(opset, int) or opset < 1:
+        raise ValueError(f"{op}: opset must be an integer >= 1, got {opset!r}")
+    return versions[max(v for v in versions if v <= opset)]
+
+
+def _known_op(op: str) -> str:
+    if op not in VERSIONS:
+        raise ValueError(f"unknown operator {op!r}; onnx-reduce implements {', '.join(OPS)}")
+    return op

@@ -1,0 +1,149 @@
+"""All validation of a call against its operator version.
+
+Every error names the operator version and the offending value, and is a ``TypeError`` (wrong type
+or dtype) or a ``ValueError`` (wrong value). Nothing here computes.
+
+>>> from onnx_reduce.spec.table import resolve
+>>> validate(resolve("ReduceSum", 13), np.dtype("float32"), {}, np.array([1], dtype=np.int32))
+Traceback (most recent call last):
+...
+TypeError: ReduceSum-13: the axes input must be a tensor(int64), got int32
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .dtypes import onnx_type_name
+from .table import OpVersion
+
+
+@dataclass(frozen=True)
+class Request:
+    """A validated call: what to reduce, before the input's rank is known."""
+
+    version: OpVersion
+    axes: tuple[int, ...] | None
+    """The axes as given (possibly negative); None when not given at all."""
+    keepdims: bool
+    noop_with_empty_axes: bool
+
+
+def validate(
+    ver: OpVersion,
+    dtype: np.dtype,
+    attributes: Mapping[str, Any],
+    axes_input: np.ndarray | None = None,
+) -> Request:
+    """Check dtype, attributes and the axes input of one call; return the validated request."""
+    check_dtype(ver, dtype)
+    return validate_attributes(ver, attributes, axes_input)
+
+
+def validate_attributes(
+    ver: OpVersion, attributes: Mapping[str, Any], axes_input: np.ndarray | None = None
+) -> Request:
+    """Check the attributes and the axes input of one call (the dtype is not looked at)."""
+    unknown = sorted(set(attributes) - set(ver.attributes))
+    if unknown:
+        hint = ""
+        if "axes" in unknown and ver.axes_is_input:
+            hint = f" (since version {ver.version} axes is an input, not an attribute)"
+        raise ValueError(
+            f"{ver.label}: attribute {unknown[0]!r} is not defined at this version{hint}; "
+            f"its attributes are {sorted(ver.attributes)}"
+        )
+    keepdims = _flag(ver, "keepdims", attributes.get("keepdims", 1))
+    noop = _flag(ver, "noop_with_empty_axes", attributes.get("noop_with_empty_axes", 0))
+    if ver.axes_is_input:
+        axes = _axes_from_input(ver, axes_input)
+    else:
+        if axes_input is not None:
+            raise ValueError(
+                f"{ver.label}: takes axes as an attribute, not as an input "
+                f"(got an axes input {np.asarray(axes_input).tolist()!r})"
+            )
+        raw = attributes.get("axes")
+        axes = None if raw is None else as_axes(ver, raw, "the axes attribute")
+    return Request(ver, axes, keepdims, noop)
+
+
+def check_dtype(ver: OpVersion, dtype: np.dtype) -> None:
+    """Raise ``TypeError`` unless ``dtype`` is one of the version's allowed element types."""
+    name = onnx_type_name(dtype)
+    if name not in ver.dtypes:
+        raise TypeError(
+            f"{ver.label}: data type {name!r} is not allowed at this version; "
+            f"allowed: {', '.join(sorted(ver.dtypes))}"
+        )
+
+
+def check_axes(ver: OpVersion, axes: Sequence[int], rank: int) -> tuple[int, ...]:
+    """Range- and duplicate-check ``axes`` for an input of ``rank``; return them non-negative."""
+    normalized = []
+    for axis in axes:
+        if not -rank <= axis < rank:
+            accepted = f"[{-rank}, {rank - 1}]" if rank else "none: a rank-0 input has no axes"
+            raise ValueError(
+                f"{ver.label}: axis {axis} is out of range for an input of rank {rank} "
+                f"(accepted: {accepted})"
+            )
+        normalized.append(axis % rank)
+    if len(set(normalized)) != len(normalized):
+        raise ValueError(f"{ver.label}: axes {list(axes)} name the same axis more than once")
+    return tuple(normalized)
+
+
+def as_axes(ver: OpVersion, axes: Any, what: str = "axes") -> tuple[int, ...]:
+    """Turn a sequence of integers into a tuple of Python ints; reject anything else."""
+    if isinstance(axes, np.ndarray):
+        if axes.ndim != 1 and not (axes.ndim == 0 and axes.size == 1):
+            raise ValueError(f"{ver.label}: {what} must be 1-D, got shape {axes.shape}")
+        if axes.dtype.kind not in "iu":
+            raise TypeError(f"{ver.label}: {what} must be integers, got dtype {axes.dtype}")
+        return tuple(int(a) for a in axes.reshape(-1))
+    if isinstance(axes, (str, bytes)) or not isinstance(axes, Sequence):
+        raise TypeError(f"{ver.label}: {what} must be a sequence of integers, got {axes!r}")
+    out = []
+    for a in axes:
+        if isinstance(a, (bool, np.bool_)):
+            raise TypeError(f"{ver.label}: {what} must be integers, got {a!r} in {list(axes)!r}")
+        try:
+            out.append(operator.index(a))
+        except TypeError:
+            raise TypeError(
+                f"{ver.label}: {what} must be integers, got {a!r} in {list(axes)!r}"
+            ) from None
+    return tuple(out)
+
+
+def _axes_from_input(ver: OpVersion, axes_input: np.ndarray | None) -> tuple[int, ...] | None:
+    if axes_input is None:
+        return None
+    if not isinstance(axes_input, np.ndarray):
+        raise TypeError(
+            f"{ver.label}: the axes input must be a numpy array, got {type(axes_input).__name__}"
+        )
+    if axes_input.dtype != np.int64:
+        raise TypeError(
+            f"{ver.label}: the axes input must be a tensor(int64), "
+            f"got {onnx_type_name(axes_input.dtype)}"
+        )
+    if axes_input.ndim != 1:
+        raise ValueError(
+            f"{ver.label}: the axes input must be 1-D, got shape {list(axes_input.shape)}"
+        )
+    return tuple(int(a) for a in axes_input)
+
+
+def _flag(ver: OpVersion, name: str, value: Any) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)) and value in (0, 1):
+        return bool(value)
+    raise ValueError(f"{ver.label}: attribute {name!r} must be 0 or 1, got {value!r}")
