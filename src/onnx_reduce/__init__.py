@@ -22,6 +22,7 @@ __all__ = [
     "VERSIONS",
     "__version__",
     "backend",
+    "expand",
     "infer_shape",
     "reduce_l2",
     "reduce_log_sum_exp",
@@ -34,6 +35,8 @@ def __getattr__(name: str) -> Any:
     # The onnx-dependent front doors load on first use, keeping `import onnx_reduce` light.
     if name == "backend":
         return importlib.import_module(".backend", __name__)
+    if name == "expand":
+        return importlib.import_module(".expand", __name__).expand
     if name == "reference_ops":
         return importlib.import_module(".reference_ops", __name__).reference_ops
     raise AttributeError(f"module 'onnx_reduce' has no attribute {name!r}")

@@ -61,17 +61,25 @@ class OnnxReduceRep(BackendRep):
 
     def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:
         if isinstance(inputs, Mapping):
-            return {name: np.asarray(value) for name, value in inputs.items()}
-        if isinstance(inputs, np.ndarray):
-            inputs = [inputs]
-        if not isinstance(inputs, Sequence):
-            raise TypeError(f"inputs must be a list, tuple, dict or array, got {type(inputs)}")
-        if len(inputs) > len(self.input_names):
-            raise ValueError(
-                f"the model takes {len(self.input_names)} inputs {self.input_names}, "
-                f"got {len(inputs)}"
-            )
-        return {name: np.asarray(value) for name, value in zip(self.input_names, inputs)}
+            feeds = {name: np.asarray(value) for name, value in inputs.items()}
+        else:
+            if isinstance(inputs, np.ndarray):
+                inputs = [inputs]
+            if not isinstance(inputs, Sequence):
+                raise TypeError(
+                    f"inputs must be a list, tuple, dict or array, got {type(inputs)}"
+                )
+            if len(inputs) > len(self.input_names):
+                raise ValueError(
+                    f"the model takes {len(self.input_names)} inputs {self.input_names}, "
+                    f"got {len(inputs)}"
+                )
+            pairs = zip(self.input_names, inputs, strict=False)  # fewer inputs: reported below
+            feeds = {name: np.asarray(value) for name, value in pairs}
+        missing = [name for name in self.input_names if name not in feeds]
+        if missing:
+            raise ValueError(f"missing model inputs {missing} (the model takes {self.input_names})")
+        return feeds
 
 
 class OnnxReduceBackend(Backend):
@@ -85,7 +93,9 @@ class OnnxReduceBackend(Backend):
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> OnnxReduceRep:
         if not cls.supports_device(device):
             raise ValueError(f"onnx-reduce runs on CPU only, not on {device!r}")
-        if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
+        if isinstance(model, bytes):
+            model = onnx.load_from_string(model)
+        elif isinstance(model, str) or hasattr(model, "__fspath__"):
             model = onnx.load(model)
         return OnnxReduceRep(model)
 
@@ -113,7 +123,7 @@ class OnnxReduceBackend(Backend):
             return (execute(ver, np.asarray(values[0]), _attributes(node), axes),)
         from onnx.reference import ReferenceEvaluator
 
-        feeds = dict(zip([n for n in node.input if n], values))
+        feeds = dict(zip([n for n in node.input if n], values, strict=False))
         evaluator = ReferenceEvaluator(node, new_ops=reference_ops(), opsets={"": opset})
         return tuple(evaluator.run(None, feeds))
 

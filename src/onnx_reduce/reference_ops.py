@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import sys
+import types
 from typing import Any
 
 import numpy as np
@@ -26,14 +28,44 @@ class _OnnxReduceOp(OpRun):
 
     op_domain = ""
 
+    def run(self, *args: Any, **kwargs: Any) -> tuple:
+        # OpRun.run replaces any TypeError raised by _run with a generic "Issues with types ..."
+        # TypeError; ours (which names op-version and the bad value) is smuggled past it.
+        try:
+            return super().run(*args, **kwargs)
+        except _Passthrough as wrapped:
+            raise wrapped.error from None
+
     def _run(self, data: np.ndarray, *axes: np.ndarray | None, **attributes: Any) -> tuple:
         ver = resolve(self.onnx_node.op_type, self.run_params["opsets"][""])
         given = {a.name for a in self.onnx_node.attribute}
         attributes = {k: v for k, v in attributes.items() if k in given}
-        return (execute(ver, data, attributes, *axes),)
+        try:
+            return (execute(ver, data, attributes, *axes),)
+        except TypeError as error:
+            raise _Passthrough(error) from None
+
+
+class _Passthrough(Exception):
+    """Carries one of our errors through :meth:`OpRun.run` unchanged."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def reference_ops() -> list[type[OpRun]]:
     """``new_ops`` for :class:`onnx.reference.ReferenceEvaluator`: ReduceSum, ReduceL2 and
     ReduceLogSumExp served by onnx-reduce, every version."""
     return [type(op, (_OnnxReduceOp,), {}) for op in OPS]
+
+
+class _CallableModule(types.ModuleType):
+    """Importing this submodule binds ``onnx_reduce.reference_ops`` to the module, shadowing the
+    function the package exports lazily under the same name; calling the module calls it."""
+
+    def __call__(self) -> list[type[OpRun]]:
+        return reference_ops()
+
+
+sys.modules[__name__].__class__ = _CallableModule

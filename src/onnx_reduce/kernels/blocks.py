@@ -45,14 +45,18 @@ def blockwise(
     partial: Callable[[np.ndarray, tuple], np.ndarray],
     combine: Callable[[list[np.ndarray]], np.ndarray],
     out: np.ndarray,
-    budget: int = BLOCK_ELEMENTS,
+    budget: int | None = None,
 ) -> np.ndarray:
     """Reduce the trailing axes of ``view`` (its first ``nkept`` axes are kept) block by block.
 
     ``partial(block, kept_index)`` reduces one block, whose kept axes come first and whose reduced
     axes are flattened last, to an array of the kept block's shape (it may add trailing axes of
-    its own); ``combine`` merges the partials of one kept block. Results land in ``out[kept_index]``.
+    its own); ``combine`` merges the partials of one kept block. Results land in
+    ``out[kept_index]``. ``budget`` defaults to the module's :data:`BLOCK_ELEMENTS`, read at call
+    time (so tests can make blocks small).
     """
+    if budget is None:
+        budget = BLOCK_ELEMENTS
     kept_shape = view.shape[:nkept]
     reduced_shape = view.shape[nkept:]
     reduced_budget = min(math.prod(reduced_shape), budget)
@@ -63,7 +67,7 @@ def blockwise(
         partials = []
         for reduced_index in c_order_blocks(reduced_shape, reduced_budget):
             block = kept_block[(slice(None),) * nk + reduced_index]
-            flat = block.reshape((*kept_block.shape[:nk], -1))
+            flat = block.reshape((*kept_block.shape[:nk], math.prod(block.shape[nk:])))
             partials.append(partial(flat, kept_index))
         out[kept_index] = partials[0] if len(partials) == 1 else combine(partials)
     return out

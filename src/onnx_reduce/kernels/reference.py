@@ -43,8 +43,9 @@ def reduce_sum(data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
         return out.reshape(plan.output_shape)
     acc = accumulator(data.dtype)
     out = np.empty(plan.kept_shape, acc)
-    blockwise(view, nkept, lambda b, _: np.add.reduce(b.astype(acc), axis=-1),
-              _sum_partials, out)
+    with np.errstate(invalid="ignore"):  # inf + -inf is NaN, as IEEE says
+        blockwise(view, nkept, lambda b, _: np.add.reduce(b.astype(acc), axis=-1),
+                  _sum_partials, out)
     return round_to(out, data.dtype).reshape(plan.output_shape)
 
 
@@ -98,8 +99,9 @@ def reduce_log_sum_exp(data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
     acc = np.dtype(np.float64) if integer else accumulator(data.dtype)
     view, nkept = _kept_first(data, plan)
     peak = np.empty(plan.kept_shape, acc)
-    blockwise(view, nkept, lambda b, _: np.maximum.reduce(b, axis=-1).astype(acc),
-              _max_partials, peak)
+    with np.errstate(invalid="ignore"):  # ml_dtypes' maximum warns on NaN; NaN is an input here
+        blockwise(view, nkept, lambda b, _: np.maximum.reduce(b, axis=-1).astype(acc),
+                  _max_partials, peak)
     finite = np.isfinite(peak)
     shift = np.where(finite, peak, 0)
 
@@ -134,7 +136,10 @@ def _kept_first(data: np.ndarray, plan: ReductionPlan) -> tuple[np.ndarray, int]
 
 
 def _sum_partials(partials: list[np.ndarray]) -> np.ndarray:
-    return np.add.reduce(np.stack(partials), axis=0)
+    # Keep the partials' dtype: numpy would widen int32/uint32 to 64 bits, and a widened
+    # (unwrapped) scalar does not fit back into a 0-d int32 output.
+    stacked = np.stack(partials)
+    return np.add.reduce(stacked, axis=0, dtype=stacked.dtype)
 
 
 def _max_partials(partials: list[np.ndarray]) -> np.ndarray:

@@ -19,9 +19,11 @@ def round_to(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """
     dtype = np.dtype(dtype)
     if dtype != bfloat16:
-        return values.astype(dtype)
+        with np.errstate(over="ignore"):  # a true result beyond the dtype's range is inf
+            return values.astype(dtype)
     wide = values.astype(np.float64)
-    narrow = wide.astype(np.float32)
+    with np.errstate(over="ignore"):
+        narrow = wide.astype(np.float32)
     back = narrow.astype(np.float64)
     bits = narrow.view(np.uint32)
     with np.errstate(invalid="ignore"):

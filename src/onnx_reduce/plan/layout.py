@@ -50,7 +50,7 @@ def collapse(data: np.ndarray, axes: tuple[int, ...]) -> Layout:
     sizes: list[int] = []
     strides: list[int] = []
     reduced: list[bool] = []
-    for axis, (size, stride) in enumerate(zip(data.shape, data.strides)):
+    for axis, (size, stride) in enumerate(zip(data.shape, data.strides, strict=True)):
         if size == 1:
             continue
         is_reduced = axis in axes

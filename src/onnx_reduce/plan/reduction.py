@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..spec.validate import Request, check_axes
+from ..spec.validate import Request, check_axes, check_nonempty
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,10 @@ def make_plan(request: Request, shape: tuple[int, ...]) -> ReductionPlan:
     shape = tuple(int(d) for d in shape)
     axes = reduced_axes(request, len(shape))
     noop = axes is None
-    return ReductionPlan(shape, () if noop else axes, request.keepdims, noop)
+    plan = ReductionPlan(shape, () if noop else axes, request.keepdims, noop)
+    if not noop:
+        check_nonempty(request.version, request.dtype, shape, plan.reduced_size)
+    return plan
 
 
 def reduced_axes(request: Request, rank: int) -> tuple[int, ...] | None:

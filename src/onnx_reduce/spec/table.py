@@ -11,6 +11,7 @@ True
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 OPS = ("ReduceSum", "ReduceL2", "ReduceLogSumExp")
@@ -82,7 +83,13 @@ def latest(op: str) -> OpVersion:
 def resolve(op: str, opset: int) -> OpVersion:
     """The version of ``op`` in force in a model that imports the default domain at ``opset``."""
     versions = VERSIONS[_known_op(op)]
-    if isinstance(opset, bool) or not isinstance(opset, int) or opset < 1:
+    try:
+        if isinstance(opset, bool):
+            raise TypeError
+        opset = operator.index(opset)
+    except TypeError:
+        raise TypeError(f"{op}: opset must be an integer >= 1, got {opset!r}") from None
+    if opset < 1:
         raise ValueError(f"{op}: opset must be an integer >= 1, got {opset!r}")
     return versions[max(v for v in versions if v <= opset)]
 

@@ -12,6 +12,7 @@ TypeError: ReduceSum-13: the axes input must be a tensor(int64), got int32
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ class Request:
     """The axes as given (possibly negative); None when not given at all."""
     keepdims: bool
     noop_with_empty_axes: bool
+    dtype: np.dtype | None = None
+    """The data's dtype when known (None from shape inference, which has no data)."""
 
 
 def validate(
@@ -42,7 +45,8 @@ def validate(
 ) -> Request:
     """Check dtype, attributes and the axes input of one call; return the validated request."""
     check_dtype(ver, dtype)
-    return validate_attributes(ver, attributes, axes_input)
+    request = validate_attributes(ver, attributes, axes_input)
+    return dataclasses.replace(request, dtype=np.dtype(dtype))
 
 
 def validate_attributes(
@@ -97,6 +101,23 @@ def check_axes(ver: OpVersion, axes: Sequence[int], rank: int) -> tuple[int, ...
     if len(set(normalized)) != len(normalized):
         raise ValueError(f"{ver.label}: axes {list(axes)} name the same axis more than once")
     return tuple(normalized)
+
+
+def check_nonempty(ver: OpVersion, dtype: np.dtype | None, shape: Sequence[int], size: int) -> None:
+    """Raise ``ValueError`` for an integer ReduceLogSumExp over an empty set (-inf has no integer).
+
+    >>> from onnx_reduce.spec.table import resolve
+    >>> check_nonempty(resolve("ReduceLogSumExp", 18), np.dtype(np.int32), (0, 3), 0)
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: ReduceLogSumExp-18: the reduction over an empty set is -inf, which int32 cannot ...
+    """
+    if size == 0 and ver.op == "ReduceLogSumExp" and dtype is not None and dtype.kind in "iu":
+        raise ValueError(
+            f"{ver.label}: the reduction over an empty set is -inf, which {dtype} cannot "
+            f"represent (input shape {list(shape)})"
+        )
 
 
 def as_axes(ver: OpVersion, axes: Any, what: str = "axes") -> tuple[int, ...]:

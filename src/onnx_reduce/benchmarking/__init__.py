@@ -1,0 +1,37 @@
+"""The benchmark suite: onnx-reduce against onnxruntime, onnx.reference and numpy, side by side.
+
+Used by ``benchmarks/run.py`` and ``onnx-reduce bench``::
+
+    from onnx_reduce.benchmarking import BenchConfig, run_suite
+    results = run_suite(BenchConfig.quick(), progress=lambda done, total, label: ...)
+    print(results.to_markdown()); results.plot("bench.png"); results.summary()
+
+>>> cfg = BenchConfig.full()
+>>> len(cfg.cases())  # 3 ops x 5 layouts x 4 dtypes x 3 sizes
+180
+"""
+
+from .cases import DTYPES, LAYOUTS, OPS, SIZES, Case
+from .config import RUNNERS, BenchConfig
+from .machine import machine_description
+from .memory import measure_memory, memory_markdown, run_memory_suite
+from .results import BenchResults
+from .roofline import measure_read_roofline
+from .suite import run_suite
+
+__all__ = [
+    "DTYPES",
+    "LAYOUTS",
+    "OPS",
+    "RUNNERS",
+    "SIZES",
+    "BenchConfig",
+    "BenchResults",
+    "Case",
+    "machine_description",
+    "measure_memory",
+    "measure_read_roofline",
+    "memory_markdown",
+    "run_memory_suite",
+    "run_suite",
+]

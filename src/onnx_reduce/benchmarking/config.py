@@ -1,0 +1,122 @@
+"""What one benchmark run covers: :class:`BenchConfig`.
+
+>>> cfg = BenchConfig.quick()
+>>> cfg.sizes, cfg.threads
+(('latency', '1MiB'), 2)
+>>> BenchConfig(ops=["sum"], layouts=["inner"], dtypes=["f32"], sizes=["latency"]).ops
+('ReduceSum',)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from .cases import (
+    DTYPES,
+    LAYOUTS,
+    OPS,
+    SIZES,
+    Case,
+    normalize_dtype,
+    normalize_layout,
+    normalize_op,
+    normalize_size,
+)
+
+#: Runner names, in table order. onnx-reduce is always run: the others are checked against it.
+RUNNERS: tuple[str, ...] = ("onnx-reduce", "onnxruntime", "onnx.reference", "numpy")
+
+
+def normalize_runner(name: str) -> str:
+    key = name.strip().lower().replace("_", "-")
+    aliases = {"ort": "onnxruntime", "reference": "onnx.reference",
+               "onnx-reference": "onnx.reference", "np": "numpy",
+               "onnxreduce": "onnx-reduce", "ours": "onnx-reduce"}
+    key = aliases.get(key, key)
+    if key in RUNNERS:
+        return key
+    raise ValueError(f"unknown runner {name!r}; choose from {', '.join(RUNNERS)}")
+
+
+def _tuple(values: Iterable[str] | str, normalize) -> tuple[str, ...]:
+    if isinstance(values, str):
+        values = [v for v in values.split(",") if v.strip()]
+    out: list[str] = []
+    for value in values:
+        name = normalize(value)
+        if name not in out:
+            out.append(name)
+    if not out:
+        raise ValueError("a benchmark filter selected nothing")
+    return tuple(out)
+
+
+@dataclass
+class BenchConfig:
+    """The matrix (ops x layouts x dtypes x sizes), how often to time, and who runs.
+
+    Names may be given loosely (``"sum"``, ``"f16"``, ``"64mib"``, ``"ort"``, or one
+    comma-separated string); they are normalized on creation. ``repeats`` is the number of
+    timed samples per runner and cell (the median is reported); ``threads`` is given to both
+    onnxruntime (``intra_op_num_threads``) and numba.
+    """
+
+    ops: tuple[str, ...] = OPS
+    layouts: tuple[str, ...] = tuple(LAYOUTS)
+    dtypes: tuple[str, ...] = DTYPES
+    sizes: tuple[str, ...] = SIZES
+    repeats: int = 9
+    runners: tuple[str, ...] = RUNNERS
+    threads: int = 2
+    #: onnx.reference is slow: at most this many samples per cell at 16 MiB and above.
+    reference_repeats: int = 3
+    #: stop sampling a cell after this long (each runner keeps at least 3 samples).
+    max_cell_seconds: float = 20.0
+    #: a timed sample repeats a fast call until it lasts this long (latency cells).
+    min_sample_seconds: float = 0.002
+    #: bytes streamed by the read-roofline measurement (0: skip it).
+    roofline_bytes: int = 256 * 2**20
+    seed: int = 0
+    #: filled by the suite: extra notes for the report.
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.ops = _tuple(self.ops, normalize_op)
+        self.layouts = _tuple(self.layouts, normalize_layout)
+        self.dtypes = _tuple(self.dtypes, normalize_dtype)
+        self.sizes = _tuple(self.sizes, normalize_size)
+        runners = _tuple(self.runners, normalize_runner)
+        # onnx-reduce first, always (it is the baseline of every ratio and check).
+        self.runners = ("onnx-reduce", *[r for r in RUNNERS if r in runners and r != "onnx-reduce"])
+        if self.repeats < 1:
+            raise ValueError(f"repeats must be >= 1, got {self.repeats}")
+        if self.threads < 1:
+            raise ValueError(f"threads must be >= 1, got {self.threads}")
+
+    @classmethod
+    def quick(cls, **overrides) -> BenchConfig:
+        """Latency and 1 MiB cells, 5 samples: about a minute on 2 cores."""
+        values = {"sizes": ("latency", "1MiB"), "repeats": 5, "max_cell_seconds": 5.0}
+        values.update(overrides)
+        return cls(**values)
+
+    @classmethod
+    def full(cls, **overrides) -> BenchConfig:
+        """The whole matrix, 64 MiB cells included, 9 samples."""
+        values = {"sizes": SIZES, "repeats": 9}
+        values.update(overrides)
+        return cls(**values)
+
+    def cases(self) -> list[Case]:
+        """Every cell, grouped so cells sharing an input are adjacent (size, rank, dtype)."""
+        cells = [
+            Case(op, layout, dtype, size)
+            for size in self.sizes
+            for rank in (2, 3)
+            for dtype in self.dtypes
+            for layout in self.layouts
+            if LAYOUTS[layout][0] == rank
+            for op in self.ops
+        ]
+        return cells

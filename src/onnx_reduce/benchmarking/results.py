@@ -1,0 +1,299 @@
+"""The outcome of a run: one row per cell, and its renderings (Markdown, summary, PNG plot).
+
+Each row is a dict::
+
+    op, layout, dtype, size, shape, axes, nbytes   the cell
+    kernel          onnx-reduce's path for it: "fast", "reference" or "?"
+    times           {runner: median seconds per call, or None}
+    samples         {runner: timed samples}
+    status          {runner: "ok", "n/a: <reason>" or "mismatch"}
+    error           {runner: max |out - onnx-reduce| / max |onnx-reduce|, or None}
+    ort_ratio       onnxruntime time / onnx-reduce time (> 1: onnx-reduce is faster), or None
+    gbps            input bytes / onnx-reduce time, in GB/s
+    roofline_fraction  gbps / read roofline (Sum and L2 of float32, sizes of 1 MiB and up), or None
+
+>>> row = {"op": "ReduceSum", "layout": "inner", "dtype": "float32", "size": "latency",
+...        "shape": (8, 128), "axes": (1,), "nbytes": 4096, "kernel": "fast",
+...        "times": {"onnx-reduce": 1e-6, "onnxruntime": 4e-6}, "samples": {},
+...        "status": {"onnx-reduce": "ok", "onnxruntime": "ok"}, "error": {},
+...        "ort_ratio": 4.0, "gbps": 4.1, "roofline_fraction": None}
+>>> res = BenchResults(rows=[row], runners=("onnx-reduce", "onnxruntime"), machine="test")
+>>> res.summary()["geomean_speedup_vs_onnxruntime"]["latency"]
+4.0
+>>> "| ReduceSum | inner | float32 |" in res.to_markdown()
+True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .cases import LAYOUT_HELP, size_bytes
+
+_SHORT_OP = {"ReduceSum": "Sum", "ReduceL2": "L2", "ReduceLogSumExp": "LSE"}
+_SHORT_DTYPE = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}
+
+
+def format_seconds(seconds: float | None) -> str:
+    """``1.5e-05`` -> ``"15.0 µs"``; None -> ``"n/a"``.
+
+    >>> format_seconds(1.5e-05), format_seconds(0.25), format_seconds(None)
+    ('15.0 µs', '250 ms', 'n/a')
+    """
+    if seconds is None:
+        return "n/a"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale or unit == "µs":
+            value = seconds / scale
+            digits = 0 if value >= 100 else 1 if value >= 10 else 2
+            return f"{value:.{digits}f} {unit}"
+    raise AssertionError  # pragma: no cover
+
+
+def geomean(values: list[float]) -> float | None:
+    """Geometric mean of positive values; None for none.
+
+    >>> geomean([1.0, 4.0]), geomean([])
+    (2.0, None)
+    """
+    values = [v for v in values if v and v > 0 and math.isfinite(v)]
+    if not values:
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def _size_order(size: str) -> float:
+    nbytes = size_bytes(size)
+    return -1.0 if nbytes is None else float(nbytes)
+
+
+@dataclass
+class BenchResults:
+    """Rows of a run plus what it ran on; render with :meth:`to_markdown`, :meth:`plot`."""
+
+    rows: list[dict[str, Any]]
+    runners: tuple[str, ...]
+    machine: str
+    roofline_gbps: float | None = None
+    roofline_method: str = ""
+    repeats: int = 0
+    threads: int = 2
+    elapsed_seconds: float = 0.0
+    command: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def sizes(self) -> list[str]:
+        return sorted({r["size"] for r in self.rows}, key=_size_order)
+
+    def summary(self) -> dict[str, Any]:
+        """Geomean speed-ups of onnx-reduce over each runner per size (> 1: onnx-reduce is
+        faster; only cells both ran), roofline fractions, mismatches and n/a counts."""
+        out: dict[str, Any] = {
+            "cells": len(self.rows),
+            "roofline_gbps": self.roofline_gbps,
+            "elapsed_seconds": self.elapsed_seconds,
+        }
+        for runner in self.runners[1:]:
+            per_size: dict[str, float | None] = {}
+            for size in self.sizes:
+                ratios = [
+                    r["times"][runner] / r["times"]["onnx-reduce"]
+                    for r in self.rows
+                    if r["size"] == size
+                    and r["times"].get(runner)
+                    and r["times"].get("onnx-reduce")
+                ]
+                per_size[size] = geomean(ratios)
+            out[f"geomean_speedup_vs_{runner}"] = per_size
+        out["roofline_fraction_median"] = {
+            size: _median([
+                r["roofline_fraction"] for r in self.rows
+                if r["size"] == size and r["roofline_fraction"] is not None
+            ])
+            for size in self.sizes
+        }
+        out["mismatches"] = [
+            f"{_label(r)}: {runner} (error {r['error'].get(runner, float('nan')):.2e})"
+            for r in self.rows
+            for runner, status in r["status"].items()
+            if status == "mismatch"
+        ]
+        out["not_available"] = sum(
+            1 for r in self.rows for s in r["status"].values() if s.startswith("n/a")
+        )
+        out["kernels"] = {
+            kind: sum(1 for r in self.rows if r["kernel"] == kind)
+            for kind in sorted({r["kernel"] for r in self.rows})
+        }
+        return out
+
+    def to_markdown(self, level: int = 2) -> str:
+        """The report: machine, roofline, summary, then one table per size (section headings
+        at Markdown ``level``)."""
+        h = "#" * level
+        summary = self.summary()
+        lines = [f"{h} Machine", "", "```text", self.machine, "```", ""]
+        if self.command:
+            lines += [f"Command: `{self.command}`", ""]
+        lines.append(
+            f"{len(self.rows)} cells, up to {self.repeats} interleaved samples per runner and cell "
+            f"(median reported), {self.threads} threads for onnxruntime and numba, "
+            f"{self.elapsed_seconds:.0f} s in all."
+        )
+        if self.roofline_gbps:
+            lines += ["", f"Read roofline: **{self.roofline_gbps:.1f} GB/s** "
+                      f"({self.roofline_method})."]
+        lines += ["", f"{h} Summary", "", self._summary_table(summary), ""]
+        if summary["mismatches"]:
+            lines += [self._mismatch_summary(), ""]
+        footnotes: list[str] = []
+        for size in self.sizes:
+            rows = [r for r in self.rows if r["size"] == size]
+            title = "latency (8x128 = 1024 elements)" if size == "latency" else size
+            lines += [f"{h} {title}", "", self._table(rows, footnotes), ""]
+        if footnotes:
+            lines += ["Notes:", ""]
+            lines += [f"{i + 1}. {text}" for i, text in enumerate(footnotes)] + [""]
+        lines += ["Layouts: " + "; ".join(f"`{k}` {v}" for k, v in LAYOUT_HELP.items()) + ".", ""]
+        lines += [f"- {note}" for note in self.notes]
+        return "\n".join(lines) + "\n"
+
+    def _mismatch_summary(self) -> str:
+        counts: dict[str, dict[str, int]] = {}
+        for r in self.rows:
+            for runner, status in r["status"].items():
+                if status == "mismatch":
+                    per = counts.setdefault(runner, {})
+                    per[r["dtype"]] = per.get(r["dtype"], 0) + 1
+        parts = [
+            f"{runner} in {sum(per.values())} cells ("
+            + ", ".join(f"{dtype} {n}" for dtype, n in per.items()) + ")"
+            for runner, per in counts.items()
+        ]
+        return ("Disagreements with onnx-reduce beyond the dtype's tolerance (≠ in the tables, "
+                "with the error relative to the largest output): " + "; ".join(parts) + ".")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything as JSON-ready data (:meth:`from_dict` reads it back)."""
+        data = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        data["runners"] = list(self.runners)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BenchResults:
+        """The inverse of :meth:`to_dict` (shapes and axes come back as tuples)."""
+        data = dict(data)
+        data["runners"] = tuple(data["runners"])
+        rows = []
+        for row in data["rows"]:
+            row = dict(row)
+            row["shape"], row["axes"] = tuple(row["shape"]), tuple(row["axes"])
+            rows.append(row)
+        data["rows"] = rows
+        return cls(**data)
+
+    def _summary_table(self, summary: dict[str, Any]) -> str:
+        head = ["size"] + [f"onnx-reduce speed-up vs {r} (geomean)" for r in self.runners[1:]]
+        head.append("Sum/L2 f32 roofline fraction (median)")
+        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for size in self.sizes:
+            cells = [size]
+            for runner in self.runners[1:]:
+                value = summary[f"geomean_speedup_vs_{runner}"][size]
+                cells.append("n/a" if value is None else f"{value:.2f}×")
+            frac = summary["roofline_fraction_median"][size]
+            cells.append("—" if frac is None else f"{frac:.0%}")
+            out.append("| " + " | ".join(cells) + " |")
+        return "\n".join(out)
+
+    def _table(self, rows: list[dict[str, Any]], footnotes: list[str]) -> str:
+        def note(text: str) -> int:
+            if text not in footnotes:
+                footnotes.append(text)
+            return footnotes.index(text) + 1
+
+        head = ["op", "layout", "dtype", "shape → axes", *self.runners,
+                "ort / onnx-reduce", "onnx-reduce GB/s (roofline)", "kernel"]
+        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for r in rows:
+            cells = [r["op"], r["layout"], r["dtype"],
+                     f"{'x'.join(map(str, r['shape']))} → {list(r['axes'])}"]
+            for runner in self.runners:
+                status = r["status"].get(runner, "n/a: not run")
+                text = format_seconds(r["times"].get(runner))
+                if status.startswith("n/a"):
+                    text = f"n/a[{note(f'{runner}: {status[4:].strip()}')}]"
+                elif status == "mismatch":
+                    text += f" ≠ ({r['error'][runner]:.1e})"
+                elif status.startswith("capped"):
+                    text += f" [{note(f'{runner}: {status}')}]"
+                cells.append(text)
+            cells.append("—" if r["ort_ratio"] is None else f"{r['ort_ratio']:.2f}×")
+            if r["roofline_fraction"] is not None:
+                cells.append(f"{r['gbps']:.1f} ({r['roofline_fraction']:.0%})")
+            elif r["gbps"] is not None and r["size"] != "latency":
+                cells.append(f"{r['gbps']:.1f}")
+            else:
+                cells.append("—")
+            cells.append(r["kernel"])
+            out.append("| " + " | ".join(cells) + " |")
+        return "\n".join(out)
+
+    def plot(self, path: str | Path) -> None:
+        """A PNG: per size, each runner's time over onnx-reduce's for every cell (log scale;
+        above 1 means onnx-reduce is faster)."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        sizes = self.sizes
+        others = self.runners[1:]
+        fig, axes_ = plt.subplots(
+            len(sizes), 1, figsize=(max(8.0, 0.16 * max(1, len(self.rows) // max(1, len(sizes)))
+                                        + 3), 3.6 * len(sizes)),
+            squeeze=False,
+        )
+        markers = {"onnxruntime": "o", "onnx.reference": "s", "numpy": "^"}
+        for ax, size in zip(axes_[:, 0], sizes, strict=True):
+            rows = [r for r in self.rows if r["size"] == size]
+            xs = range(len(rows))
+            for runner in others:
+                points = [
+                    (i, r["times"][runner] / r["times"]["onnx-reduce"])
+                    for i, r in zip(xs, rows, strict=True)
+                    if r["times"].get(runner) and r["times"].get("onnx-reduce")
+                ]
+                if points:
+                    ax.scatter([p[0] for p in points], [p[1] for p in points], s=14,
+                               marker=markers.get(runner, "x"), label=runner, alpha=0.8)
+            ax.axhline(1.0, color="black", linewidth=0.8)
+            ax.set_yscale("log")
+            ax.set_xticks(list(xs))
+            ax.set_xticklabels(
+                [f"{_SHORT_OP[r['op']]} {r['layout']} {_SHORT_DTYPE[r['dtype']]}" for r in rows],
+                rotation=90, fontsize=6,
+            )
+            ax.set_ylabel("time / onnx-reduce time")
+            ax.set_title(f"{size}: above 1 = onnx-reduce faster", fontsize=10)
+            ax.grid(axis="y", which="both", alpha=0.3)
+            ax.legend(fontsize=7, loc="best")
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+
+
+def _label(row: dict[str, Any]) -> str:
+    return f"{row['op']} {row['layout']} {row['dtype']} {row['size']}"
+
+
+def _median(values: list[float]) -> float | None:
+    if not values:
+        return None
+    values = sorted(values)
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2

@@ -1,0 +1,78 @@
+"""The measured read roofline: how fast this machine streams a large array from memory.
+
+A numba ``parallel`` sum of float32 over ``nbytes`` (default 256 MiB, far beyond the caches),
+split in chunks over ``threads`` threads; it shares no code with onnx-reduce's kernels. Where
+numba is missing, single-threaded ``np.add.reduce`` stands in. The best of ``repeats`` passes
+is the roofline (an upper bound: shared-machine noise only ever slows a pass down).
+
+>>> measure_read_roofline(nbytes=2**20, repeats=2) > 0
+True
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+_kernel: Any = None
+LAST_METHOD = "not measured"
+
+
+def _numba_kernel() -> Any:
+    global _kernel
+    if _kernel is None:
+        from numba import njit, prange
+
+        @njit(parallel=True, fastmath=True, cache=False)
+        def chunked_sum(x, nchunks):  # pragma: no cover - compiled
+            n = x.size
+            step = (n + nchunks - 1) // nchunks
+            partial = np.zeros(nchunks, np.float64)
+            for c in prange(nchunks):
+                acc = np.float32(0.0)
+                for i in range(c * step, min(n, (c + 1) * step)):
+                    acc += x[i]
+                partial[c] = acc
+            return partial.sum()
+
+        _kernel = chunked_sum
+    return _kernel
+
+
+def measure_read_roofline(nbytes: int = 256 * 2**20, repeats: int = 10, threads: int = 2) -> float:
+    """Streaming-read bandwidth in GB/s (10**9 bytes per second), best of ``repeats`` passes."""
+    global LAST_METHOD
+    x = np.ones(max(1, nbytes // 4), np.float32)  # written once: every page is resident
+    try:
+        import numba
+
+        kernel = _numba_kernel()
+        previous = numba.get_num_threads()
+        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+        nchunks = 16 * threads
+
+        def one_pass() -> object:
+            return kernel(x, nchunks)
+
+        LAST_METHOD = f"numba parallel float32 sum, {numba.get_num_threads()} threads"
+    except ImportError:  # pragma: no cover - numba is a dependency
+        previous = None
+
+        def one_pass() -> object:
+            return np.add.reduce(x)
+
+        LAST_METHOD = "np.add.reduce float32 (numba missing: 1 thread)"
+    try:
+        one_pass()  # compile / warm
+        best = float("inf")
+        for _ in range(max(1, repeats)):
+            start = time.perf_counter()
+            one_pass()
+            best = min(best, time.perf_counter() - start)
+    finally:
+        if previous is not None:
+            numba.set_num_threads(previous)
+    LAST_METHOD += f", {x.nbytes / 2**20:.0f} MiB, best of {max(1, repeats)}"
+    return x.nbytes / best / 1e9

@@ -1,0 +1,86 @@
+"""Interleaved timing: every round times each runner once (in a rotating order), so drifts of a
+shared machine hit all runners alike; the median of the rounds is reported.
+
+>>> import numpy as np
+>>> calls = {"a": lambda: np.zeros(3), "b": lambda: np.ones(3)}
+>>> stats = time_interleaved(calls, repeats=3, min_sample_seconds=1e-4)
+>>> sorted(stats), stats["a"].samples, stats["a"].median > 0
+(['a', 'b'], 3, True)
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+
+@dataclass
+class Timing:
+    """Seconds per call: the median over ``samples`` samples of ``number`` calls each."""
+
+    median: float
+    samples: int
+    number: int
+    best: float
+
+
+def calibrate(call: Callable[[], object], min_sample_seconds: float) -> int:
+    """Calls per sample so that one sample lasts about ``min_sample_seconds`` (>= 1)."""
+    start = time.perf_counter()
+    call()
+    once = time.perf_counter() - start
+    if once >= min_sample_seconds:
+        return 1
+    return min(100_000, max(1, math.ceil(min_sample_seconds / max(once, 1e-7))))
+
+
+def time_interleaved(
+    calls: Mapping[str, Callable[[], object]],
+    repeats: int,
+    *,
+    min_sample_seconds: float = 0.002,
+    max_seconds: float = math.inf,
+    caps: Mapping[str, int] | None = None,
+    numbers: Mapping[str, int] | None = None,
+) -> dict[str, Timing]:
+    """Time each call ``repeats`` times, round-robin; calls should be warm already.
+
+    ``caps`` limits the samples of some runners; after ``max_seconds`` the rounds stop once each
+    runner has 3 samples (or its cap). ``numbers`` gives calls per sample (else calibrated).
+    """
+    caps = dict(caps or {})
+    names = list(calls)
+    if numbers is None:
+        numbers = {name: calibrate(calls[name], min_sample_seconds) for name in names}
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    started = time.perf_counter()
+    gc_was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        for round_ in range(repeats):
+            order = names[round_ % len(names):] + names[: round_ % len(names)] if names else []
+            for name in order:
+                if len(samples[name]) >= caps.get(name, repeats):
+                    continue
+                call, number = calls[name], numbers[name]
+                t0 = time.perf_counter()
+                for _ in range(number):
+                    call()
+                samples[name].append((time.perf_counter() - t0) / number)
+            if time.perf_counter() - started > max_seconds and all(
+                len(samples[n]) >= min(3, caps.get(n, repeats)) for n in names
+            ):
+                break
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return {
+        name: Timing(statistics.median(s), len(s), numbers[name], min(s))
+        for name, s in samples.items()
+        if s
+    }

@@ -1,0 +1,66 @@
+"""Parsing of the command line's own values: operator names, axes, comma-separated lists.
+
+>>> op_name("logsumexp"), op_name("reduce_l2"), op_name("ReduceSum")
+('ReduceLogSumExp', 'ReduceL2', 'ReduceSum')
+>>> parse_axes(["0,1", "-1"])
+[0, 1, -1]
+>>> split_list(["float,double", "int32"])
+['float', 'double', 'int32']
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from .errors import UserError
+
+#: Short, case-insensitive names accepted on the command line (after dropping "reduce", "-", "_").
+_SHORT = {
+    "sum": "ReduceSum",
+    "l2": "ReduceL2",
+    "logsumexp": "ReduceLogSumExp",
+    "lse": "ReduceLogSumExp",
+}
+
+
+def op_name(text: str) -> str:
+    """The operator a command-line name means: the ONNX name or a short one (sum, l2, logsumexp)."""
+    key = re.sub(r"[-_\s]", "", text).lower()
+    key = key.removeprefix("reduce") or key
+    if key in _SHORT:
+        return _SHORT[key]
+    names = ", ".join(f"{op} ({short})" for short, op in _SHORT.items() if short != "lse")
+    raise UserError(f"unknown operator {text!r}; onnx-reduce implements {names}")
+
+
+def parse_axes(values: Iterable[str] | None) -> list[int] | None:
+    """``--axes 0,1`` and ``--axes 0 --axes 1`` alike; ``--axes ''`` is an explicit empty list.
+
+    None when the option was not given at all.
+    """
+    if values is None:
+        return None
+    values = list(values)
+    if not values:
+        return None
+    axes = []
+    for value in values:
+        for token in value.split(","):
+            token = token.strip()
+            if not token:
+                continue
+            try:
+                axes.append(int(token))
+            except ValueError:
+                raise UserError(
+                    f"bad axes {value!r}: {token!r} is not an integer "
+                    "(use e.g. --axes 0,1 or --axes -1)"
+                ) from None
+    return axes
+
+
+def split_list(values: Iterable[str] | None) -> list[str]:
+    """``--x a,b`` and ``--x a --x b`` alike, empty items dropped."""
+    return [item.strip() for value in values or () for item in value.split(",") if item.strip()]
+

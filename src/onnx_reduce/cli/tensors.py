@@ -1,0 +1,97 @@
+"""Tensor files: ``.npy`` (large ones memory-mapped, never read whole) and ONNX ``TensorProto``
+``.pb`` (bfloat16 included); outputs written atomically, never over an existing file unless forced.
+
+>>> import numpy as np, tempfile, pathlib
+>>> folder = pathlib.Path(tempfile.mkdtemp())
+>>> write_tensor(folder / "x.pb", np.arange(3, dtype=np.int32))
+>>> read_tensor(folder / "x.pb")
+array([0, 1, 2], dtype=int32)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..spec import bfloat16
+from .errors import UserError, one_line
+from .files import atomic_path
+
+FORMATS = (".npy", ".pb")
+
+
+def read_tensor(path: Path) -> np.ndarray:
+    """The array in ``path``: a memory map for ``.npy``, a decoded ``TensorProto`` for ``.pb``."""
+    path = Path(path)
+    suffix = _suffix(path, "input")
+    if not path.exists():
+        raise UserError(f"{path}: no such file")
+    if path.is_dir():
+        raise UserError(f"{path}: is a directory, not a tensor file")
+    try:
+        return _read_npy(path) if suffix == ".npy" else _read_pb(path)
+    except OSError as error:
+        raise UserError(f"{path}: cannot read ({error.strerror or error})") from error
+
+
+def _read_npy(path: Path) -> np.ndarray:
+    try:
+        data = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, EOFError) as error:
+        raise UserError(f"{path}: not a readable .npy file ({one_line(str(error))})") from error
+    if not isinstance(data, np.ndarray):
+        raise UserError(f"{path}: holds several arrays (an .npz?), expected one .npy array")
+    if data.dtype.kind == "V":
+        raise UserError(
+            f"{path}: unsupported .npy dtype {data.dtype.str!r} (numpy saves bfloat16 as raw "
+            "2-byte records; pass bfloat16 tensors as an ONNX TensorProto .pb file)"
+        )
+    return data
+
+
+def _read_pb(path: Path) -> np.ndarray:
+    import onnx
+    from google.protobuf.message import DecodeError
+    from onnx import numpy_helper
+
+    tensor = onnx.TensorProto()
+    try:
+        tensor.ParseFromString(path.read_bytes())
+    except DecodeError as error:
+        raise UserError(f"{path}: not an ONNX TensorProto ({error})") from error
+    if tensor.data_type == onnx.TensorProto.UNDEFINED:
+        raise UserError(f"{path}: not an ONNX TensorProto (no data type)")
+    try:
+        return numpy_helper.to_array(tensor, base_dir=str(path.parent))
+    except (ValueError, TypeError, KeyError) as error:
+        raise UserError(f"{path}: cannot decode the tensor ({one_line(str(error))})") from error
+
+
+def write_tensor(path: Path, array: np.ndarray, *, force: bool = False, name: str = "") -> None:
+    """Write ``array`` to ``path`` (.npy or .pb) atomically; never over a file unless ``force``."""
+    path = Path(path)
+    suffix = _suffix(path, "output")
+    array = np.asarray(array)
+    if suffix == ".npy":
+        if array.dtype == bfloat16:
+            raise UserError(
+                f"{path}: numpy's .npy format has no bfloat16 (it would save raw 2-byte records); "
+                "write a .pb file instead"
+            )
+        with atomic_path(path, force=force) as temporary:
+            np.save(temporary, array, allow_pickle=False)
+    else:
+        from onnx import numpy_helper
+
+        proto = numpy_helper.from_array(array, name or path.stem)
+        with atomic_path(path, force=force) as temporary:
+            temporary.write_bytes(proto.SerializeToString())
+
+
+def _suffix(path: Path, role: str) -> str:
+    suffix = path.suffix.lower()
+    if suffix not in FORMATS:
+        shown = suffix or "(none)"
+        raise UserError(f"{path}: unsupported {role} format {shown!r}; use .npy or .pb")
+    return suffix

@@ -1,0 +1,377 @@
+"""Shared pieces of the compiled (numba) kernels. Importing this module imports numba.
+
+The API, kept small and stable (also used by :mod:`.log_sum_exp`):
+
+* ``storage_view(a)`` / ``storage_dtype(dtype)``: the array numba reads, a view (never a copy):
+  float16 is viewed as uint16 and bfloat16 as int16 (numba has neither type; the integer type
+  tells the two apart). Every other dtype is returned as is.
+* ``widen(x)`` (njit-callable): one storage element -> float64 for the float types (exact),
+  int64/uint64 for the integers. ``widen32(x)``: -> float32 for float16/bfloat16/float32 (exact).
+* ``store(out, i, v)`` (njit-callable): ``out[i] = v`` rounded once to ``out``'s storage dtype
+  (float64 ``v``; float16/bfloat16 via a round-to-odd float32, i.e. one correct rounding;
+  integer ``v`` wraps to the integer dtype).
+* ``canonical(data, axes) -> Canonical | None``: map any (shape, strides, axes) to a flat
+  read-only base view plus kept/reduced dims with non-negative element strides, sorted outermost
+  first (no data moves). ``Canonical.restore(flat, kept_shape)`` puts a result computed in the
+  canonical kept order back in the input's kept order. None when numba cannot read the array
+  (non-native byte order, unaligned, strides not a multiple of the item size, other dtypes).
+* ``parallel_section()``: context manager every caller of a ``parallel=True`` kernel holds; a
+  process-wide lock (numba's workqueue layer aborts on concurrent launches), re-created in a
+  forked child, and dynamic scheduling of prange iterations (chunk size 1). On import, if
+  nobody chose a threading layer yet (no NUMBA_THREADING_LAYER, none launched), numba's
+  ``"forksafe"`` choice is made (TBB if installed, else workqueue; numba documents GNU OpenMP,
+  its default pick here, as unsafe in a forked child). ``num_threads()``: numba's thread count.
+* ``REASSOC``: the fastmath flags for vectorized reductions (reassociation only: full fastmath
+  breaks inf/NaN handling).
+
+>>> v = storage_view(np.array([1.5, -2.0], np.float16))
+>>> v.dtype, float(_widen_f16(v[0])), float(_widen_f16(v[1]))
+(dtype('uint16'), 1.5, -2.0)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+from numba import njit, types
+from numba.core import config
+from numba.extending import overload
+from numba.np.ufunc import parallel as _parallel
+
+from ...spec.dtypes import bfloat16
+
+__all__ = [
+    "REASSOC",
+    "Canonical",
+    "canonical",
+    "num_threads",
+    "parallel_section",
+    "storage_dtype",
+    "storage_view",
+    "store",
+    "widen",
+    "widen32",
+]
+
+REASSOC = {"reassoc"}  # a set: numba rejects a frozenset
+
+# ----------------------------------------------------------------------------- threading
+
+if (
+    "NUMBA_THREADING_LAYER" not in os.environ
+    and config.THREADING_LAYER == "default"
+    and not _parallel._is_initialized
+):
+    config.THREADING_LAYER = "forksafe"
+
+_lock = threading.Lock()
+
+
+def _new_lock_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_in_child)
+
+
+@contextmanager
+def parallel_section() -> Iterator[None]:
+    """Hold the process-wide lock around a call of a ``parallel=True`` kernel, with dynamic
+    scheduling (prange iterations handed out one at a time: on a shared machine a thread that
+    is descheduled for a while no longer holds up a fixed half of the work)."""
+    with _lock, numba.parallel_chunksize(1):
+        yield
+
+
+def num_threads() -> int:
+    """How many threads numba's parallel kernels use now."""
+    return numba.get_num_threads()
+
+
+# ----------------------------------------------------------------------------- dtypes
+
+_STORAGE = {np.dtype(np.float16): np.dtype(np.uint16), bfloat16: np.dtype(np.int16)}
+_SERVED = frozenset(
+    np.dtype(t)
+    for t in (np.float32, np.float64, np.float16, bfloat16, np.int32, np.int64, np.uint32,
+              np.uint64)
+)
+
+
+def storage_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype numba reads for ``dtype`` (float16 -> uint16, bfloat16 -> int16)."""
+    dtype = np.dtype(dtype)
+    return _STORAGE.get(dtype, dtype)
+
+
+def storage_view(a: np.ndarray) -> np.ndarray:
+    """``a`` as numba can read it: a view, never a copy."""
+    storage = _STORAGE.get(a.dtype)
+    return a if storage is None else a.view(storage)
+
+
+_U42 = np.uint64(42)
+_F16_NORMAL_BIAS = np.uint64((1023 - 15) << 52)
+_F16_SUB_BIAS = np.uint64((1023 - 14) << 52)
+_F64_EXP = np.uint64(0x7FF << 52)
+_F16_MIN_NORMAL = 2.0**-14
+
+
+@njit
+def _widen_f16(x):
+    """float16 bits -> float64, exact, branch-free (vectorizes; no subnormal operands)."""
+    h = np.uint64(x)
+    a = h & np.uint64(0x7FFF)
+    sign = (h >> np.uint64(15)) << np.uint64(63)
+    mag = a << _U42
+    normal = np.uint64(mag + _F16_NORMAL_BIAS).view(np.float64)
+    sub = np.uint64(mag + _F16_SUB_BIAS).view(np.float64) - _F16_MIN_NORMAL
+    special = np.uint64((mag & np.uint64(0x3FF << 42)) | _F64_EXP).view(np.float64)
+    e = a >> np.uint64(10)
+    v = sub if e == 0 else (special if e == 31 else normal)
+    return np.uint64(np.float64(v).view(np.uint64) | sign).view(np.float64)
+
+
+@njit
+def _widen_bf16(x):
+    bits = np.uint32(np.uint16(x)) << np.uint32(16)
+    return np.uint32(bits).view(np.float32)
+
+
+def widen(x):  # pragma: no cover - replaced by the overload inside njit code
+    """njit-only: storage element -> float64 (floats) or int64/uint64 (integers)."""
+    raise NotImplementedError
+
+
+def widen32(x):  # pragma: no cover - replaced by the overload inside njit code
+    """njit-only: float16/bfloat16/float32 storage element -> float32."""
+    raise NotImplementedError
+
+
+@overload(widen)
+def _widen_impl(x):
+    if x == types.uint16:
+        return lambda x: _widen_f16(x)
+    if x == types.int16:
+        return lambda x: np.float64(_widen_bf16(x))
+    if x in (types.float32, types.float64):
+        return lambda x: np.float64(x)
+    if x in (types.int32, types.int64):
+        return lambda x: np.int64(x)
+    if x in (types.uint32, types.uint64):
+        return lambda x: np.uint64(x)
+    return None
+
+
+@overload(widen32)
+def _widen32_impl(x):
+    if x == types.uint16:
+        return lambda x: np.float32(_widen_f16(x))
+    if x == types.int16:
+        return lambda x: _widen_bf16(x)
+    if x == types.float32:
+        return lambda x: x
+    return None
+
+
+@njit
+def _round_to_odd_f32(v):
+    """float64 -> float32 rounded to odd: a later rounding to a format with at least two bits
+    less precision (float16, bfloat16) then equals one correct rounding of ``v``."""
+    y = np.float32(v)
+    bits = np.float32(y).view(np.uint32)
+    if np.float64(y) != v and not math.isnan(v) and not math.isinf(v) and (bits & 1) == 0:
+        if abs(np.float64(y)) < abs(v):
+            bits += np.uint32(1)
+        else:
+            bits -= np.uint32(1)
+    return bits
+
+
+@njit
+def _f64_to_bf16_bits(v):
+    bits = _round_to_odd_f32(v)
+    if (bits & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):  # NaN
+        return np.int16(np.uint16((bits >> np.uint32(16)) | np.uint32(0x40)))
+    rounded = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))
+    return np.int16(np.uint16(rounded >> np.uint32(16)))
+
+
+@njit
+def _f64_to_f16_bits(v):
+    f = _round_to_odd_f32(v)
+    sign = np.uint32((f >> np.uint32(16)) & np.uint32(0x8000))
+    f &= np.uint32(0x7FFFFFFF)
+    if f >= np.uint32(0x7F800000):
+        return np.uint16(sign | (np.uint32(0x7C00) if f == np.uint32(0x7F800000) else 0x7E00))
+    if f >= np.uint32(0x477FF000):  # >= 65520: rounds to inf
+        return np.uint16(sign | np.uint32(0x7C00))
+    if f < np.uint32(0x38800000):  # below the smallest normal float16
+        if f <= np.uint32(0x33000000):  # <= 2**-25: rounds to zero (the tie goes to even 0)
+            return np.uint16(sign)
+        e = f >> np.uint32(23)
+        m = (f & np.uint32(0x7FFFFF)) | np.uint32(0x800000)
+        shift = np.uint32(126) - e
+        q = m >> shift
+        rem = m & ((np.uint32(1) << shift) - np.uint32(1))
+        half = np.uint32(1) << (shift - np.uint32(1))
+        if rem > half or (rem == half and (q & np.uint32(1))):
+            q += np.uint32(1)
+        return np.uint16(sign | q)
+    e = (f >> np.uint32(23)) - np.uint32(112)
+    q = (e << np.uint32(10)) | ((f & np.uint32(0x7FFFFF)) >> np.uint32(13))
+    rem = f & np.uint32(0x1FFF)
+    if rem > np.uint32(0x1000) or (rem == np.uint32(0x1000) and (q & np.uint32(1))):
+        q += np.uint32(1)
+    return np.uint16(sign | q)
+
+
+def store(out, i, v):  # pragma: no cover - replaced by the overload inside njit code
+    """njit-only: ``out[i] = v`` with one rounding to ``out``'s storage dtype."""
+    raise NotImplementedError
+
+
+@overload(store)
+def _store_impl(out, i, v):
+    dt = out.dtype
+    if dt == types.uint16:
+        def impl(out, i, v):
+            out[i] = _f64_to_f16_bits(v)
+    elif dt == types.int16:
+        def impl(out, i, v):
+            out[i] = _f64_to_bf16_bits(v)
+    elif dt in (types.float32, types.float64):
+        def impl(out, i, v):
+            out[i] = v
+    elif isinstance(dt, types.Integer):
+        def impl(out, i, v):
+            out[i] = v  # integer truncation wraps modulo 2**bits
+    else:
+        return None
+    return impl
+
+
+# ----------------------------------------------------------------------------- geometry
+
+
+@dataclass(slots=True)
+class Canonical:
+    """A reduction as numba kernels see it (element units, strides >= 0, outermost first).
+
+    ``base`` is a 1-D read-only view spanning the input's memory; element ``[k, r]`` (kept
+    multi-index ``k`` over ``kept_sizes``, reduced ``r`` over ``red_sizes``) is at
+    ``base[offset + k . kept_strides + r . red_strides]``. There is always at least one reduced
+    dim (a size-1 one with stride 0 when nothing is reduced). Treat as read-only.
+    """
+
+    base: np.ndarray
+    offset: int
+    kept_sizes: tuple[int, ...]
+    kept_strides: tuple[int, ...]
+    red_sizes: tuple[int, ...]
+    red_strides: tuple[int, ...]
+    inner_reduced: bool
+    """True when the innermost (smallest-stride) dim is a reduced one."""
+    kept_perm: tuple[int, ...]
+    """Position of each canonical kept dim among the collapsed kept dims (input order)."""
+    collapsed_kept: tuple[int, ...]
+    """Sizes of the collapsed kept dims, input order."""
+    flipped: tuple[int, ...]
+    """Positions (in the kept shape) of kept axes whose negative strides were flipped."""
+
+    def restore(self, flat: np.ndarray, kept_shape: tuple[int, ...]) -> np.ndarray:
+        """``flat`` (one value per output, canonical kept order) in the input's kept order."""
+        perm = self.kept_perm
+        if not self.flipped and all(p == i for i, p in enumerate(perm)):
+            return flat.reshape(kept_shape)
+        out = flat.reshape(tuple(self.collapsed_kept[p] for p in perm))
+        out = out.transpose(np.argsort(perm)).reshape(kept_shape)
+        if self.flipped:
+            out = out[tuple(slice(None, None, -1) if i in self.flipped else slice(None)
+                            for i in range(len(kept_shape)))]
+        return out
+
+
+def canonical(data: np.ndarray, axes: tuple[int, ...]) -> Canonical | None:
+    """The canonical form of reducing ``axes`` (sorted, non-negative) of ``data``; no copy.
+
+    Adjacent dims merge as in :func:`onnx_reduce.plan.layout.collapse` (after negative strides
+    are flipped), then dims are ordered by decreasing stride.
+
+    >>> c = canonical(np.zeros((3, 4), np.float32).T, (1,))
+    >>> c.kept_sizes, c.kept_strides, c.red_sizes, c.red_strides, c.inner_reduced
+    ((4,), (1,), (3,), (4,), False)
+    """
+    dtype = data.dtype
+    if (data.size == 0 or dtype not in _SERVED or not dtype.isnative
+            or not data.flags.aligned):
+        return None
+    item = dtype.itemsize
+    sizes: list[int] = []
+    strides: list[int] = []
+    reduced: list[bool] = []
+    flip_axes: list[int] = []
+    flipped_kept: list[int] = []
+    kept_index = 0
+    for axis, (n, s) in enumerate(zip(data.shape, data.strides, strict=True)):
+        is_reduced = axis in axes
+        if n == 1:
+            kept_index += not is_reduced
+            continue
+        if s % item:
+            return None
+        s //= item
+        if s < 0:
+            s = -s
+            flip_axes.append(axis)
+            if not is_reduced:
+                flipped_kept.append(kept_index)
+        kept_index += not is_reduced
+        if reduced and reduced[-1] == is_reduced and strides[-1] == s * n:
+            sizes[-1] *= n
+            strides[-1] = s
+            continue
+        sizes.append(n)
+        strides.append(s)
+        reduced.append(is_reduced)
+    view = data if type(data) is np.ndarray else np.asarray(data)
+    if flip_axes:
+        view = view[tuple(slice(None, None, -1) if i in flip_axes else slice(None)
+                          for i in range(data.ndim))]
+    view = storage_view(view)
+    if view.flags.c_contiguous or view.flags.f_contiguous:
+        base = view.ravel(order="K")
+        base.flags.writeable = False
+    else:
+        span = 1 + sum((n - 1) * s for n, s in zip(sizes, strides, strict=True))
+        base = np.lib.stride_tricks.as_strided(view, shape=(span,), strides=(item,),
+                                               writeable=False)
+    collapsed_kept = tuple(n for n, r in zip(sizes, reduced, strict=True) if not r)
+    if not any(reduced):
+        sizes.append(1)
+        strides.append(0)
+        reduced.append(True)
+    order = sorted(range(len(sizes)), key=lambda i: -strides[i])  # stable: outermost first
+    kept = [i for i in order if not reduced[i]]
+    red = [i for i in order if reduced[i]]
+    kept_positions = [i for i in range(len(sizes)) if not reduced[i]]
+    return Canonical(
+        base=base,
+        offset=0,
+        kept_sizes=tuple(sizes[i] for i in kept),
+        kept_strides=tuple(strides[i] for i in kept),
+        red_sizes=tuple(sizes[i] for i in red),
+        red_strides=tuple(strides[i] for i in red),
+        inner_reduced=reduced[order[-1]],
+        kept_perm=tuple(kept_positions.index(i) for i in kept),
+        collapsed_kept=collapsed_kept,
+        flipped=tuple(flipped_kept),
+    )

@@ -1,0 +1,823 @@
+"""Compiled ReduceLogSumExp (numba) for float32, float64, float16 and bfloat16, any layout.
+
+Every output is ``m + log1p(sum_{x<m} exp(x - m) + count(x == m) - 1)`` with ``m`` the maximum,
+like the reference path, computed in float64 and rounded once to the input dtype:
+
+* pass 1 finds ``m`` as an integer maximum of order-preserving keys of the float bits (it
+  vectorizes, unlike a float maximum that must keep NaN), plus the largest magnitude bits, which
+  tell whether a NaN is present; a NaN, +inf or all--inf output skips pass 2;
+* pass 2 adds ``exp(x - m)`` with the polynomial :mod:`._exp` (float64 inputs get the
+  half-ulp one, narrower inputs the 2**-37 one) in blocks summed with reassociation, the block
+  sums folded with Neumaier's compensated summation, and counts the ties with ``m``.
+
+Layouts come from :func:`._common.canonical` (no copy, any strides). Rows: the innermost dim
+is reduced (inner, all, non-adjacent axes); each output reads its reduced elements twice, the
+second time from cache; few outputs are cut in pieces that threads share, combined in a fixed
+order (results do not depend on the thread count). Columns: the innermost dim is kept (outer,
+middle); a work item owns a block of adjacent outputs whose row slices stay in cache.
+
+>>> from onnx_reduce.spec import Request, resolve
+>>> from onnx_reduce.plan import make_plan
+>>> x = np.array([[800.0, 800.0], [0.0, -40.0]])
+>>> plan = make_plan(Request(resolve("ReduceLogSumExp", 18), (1,), False, False), x.shape)
+>>> reduce_log_sum_exp(x, plan)
+array([8.00693147e+02, 4.24835426e-18])
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange, types
+from numba.extending import overload
+
+from ...plan import ReductionPlan
+from ...spec.dtypes import bfloat16
+from ._common import (
+    REASSOC,
+    Canonical,
+    canonical,
+    parallel_section,
+    storage_dtype,
+    storage_view,
+    store,
+    widen,
+)
+from ._exp import as_float32, exp_nonpos, exp_nonpos_short
+
+__all__ = ["reduce_log_sum_exp"]
+
+#: Elements per reassociated block before a compensated add (float64; narrower: LONG_BLOCK).
+BLOCK = 64
+LONG_BLOCK = 1024
+#: Narrow floats: elements per chunk of a row read once (max, then terms from cache).
+CHUNK = 8192
+#: Bytes of one row slice of a column work item (wide enough to amortize the per-row setup;
+#: its six float64/int64 accumulator arrays stay in L1).
+COLUMN_BYTES = 2048
+#: Below this many input elements the kernels run on the calling thread only.
+PARALLEL_MIN = 1 << 16
+#: Least elements in one piece of a split reduction; at most this many pieces per output set.
+MIN_PIECE = 1 << 15
+TARGET_TASKS = 16
+
+_SERVED = {np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), bfloat16}
+_BITS = {np.dtype(np.float32): np.dtype(np.int32), np.dtype(np.float64): np.dtype(np.int64)}
+_EMPTY = np.empty(0, np.int64)
+#: Prepared jobs of C-contiguous inputs, by (shape, dtype, axes).
+_JOBS: dict[tuple, tuple | None] = {}
+
+
+def reduce_log_sum_exp(data: np.ndarray, plan: ReductionPlan) -> np.ndarray | None:
+    """ReduceLogSumExp of ``data`` as ``plan`` says; None for dtypes served elsewhere."""
+    dtype = data.dtype
+    if dtype not in _SERVED or plan.reduced_size == 0:
+        return None
+    if data.size == 0:
+        return np.empty(plan.output_shape, dtype)
+    if data.flags.c_contiguous:  # the common case: geometry cached, canonical order = input's
+        key = (data.shape, dtype, plan.axes)
+        job = _JOBS.get(key)
+        if job is None:
+            canon = canonical(data, plan.axes)
+            job = None if canon is None else _job(canon, dtype, plan)
+            if len(_JOBS) >= 256:
+                _JOBS.clear()
+            _JOBS[key] = job
+        if job is None:
+            return None
+        base = storage_view(data).reshape(-1)
+        restore = None
+    else:
+        canon = canonical(data, plan.axes)
+        job = None if canon is None else _job(canon, dtype, plan)
+        if job is None:
+            return None
+        base = canon.base
+        restore = canon.restore
+    kernel, args, outputs = job
+    out = np.empty(outputs, storage_dtype(dtype))
+    bits = base.view(_BITS.get(dtype, base.dtype))
+    if kernel in _SERIAL:
+        kernel(base, bits, *args, out)
+    else:
+        with parallel_section():
+            kernel(base, bits, *args, out)
+    result = out.view(dtype)
+    if restore is not None:
+        result = restore(result, plan.kept_shape)
+    return result.reshape(plan.output_shape)
+
+
+def _job(canon: Canonical, dtype: np.dtype, plan: ReductionPlan) -> tuple | None:
+    """(kernel, arguments after the two input views, output count); None if not served."""
+    kept = canon.kept_sizes
+    outputs = math.prod(kept)
+    parallel = math.prod(plan.shape) >= PARALLEL_MIN
+    if canon.inner_reduced:
+        red, red_st = canon.red_sizes, canon.red_strides
+        step = red_st[-1] if red[-1] > 1 else 1
+        if step == 0:  # a broadcast (stride-0) innermost run: not served
+            return None
+        block = BLOCK if dtype == np.float64 else LONG_BLOCK
+        pieces = _pieces(outputs, plan.reduced_size) if parallel else 1
+        args = (canon.offset, _ints(kept), _ints(canon.kept_strides), _ints(red[:-1]),
+                _ints(red_st[:-1]), red[-1], step, block)
+        if pieces > 1:
+            split = _rows_split if dtype == np.float64 else _rows_online_split
+            return split, (*args, pieces), outputs
+        return (_rows_parallel if parallel else _rows_serial), args, outputs
+    width = max(1, COLUMN_BYTES // dtype.itemsize)
+    cstep = canon.kept_strides[-1] if kept[-1] > 1 else 1
+    if cstep == 0:  # broadcast (stride-0) outputs: not served
+        return None
+    items = math.prod(kept[:-1]) * -(-kept[-1] // width)
+    pieces = _pieces(items, plan.reduced_size) if parallel else 1
+    args = (canon.offset, _ints(kept[:-1]), _ints(canon.kept_strides[:-1]), kept[-1], cstep,
+            _ints(canon.red_sizes), _ints(canon.red_strides), width)
+    if pieces > 1:
+        return _columns_split, (*args, pieces), outputs
+    return (_columns_parallel if parallel else _columns_serial), args, outputs
+
+
+def _ints(values: tuple[int, ...]) -> np.ndarray:
+    return np.array(values, np.int64) if values else _EMPTY
+
+
+def _pieces(items: int, reduced: int) -> int:
+    """How many pieces each output's reduction is cut into (1 when there is work enough)."""
+    if items >= TARGET_TASKS:
+        return 1
+    return max(1, min(-(-TARGET_TASKS // items), reduced // MIN_PIECE))
+
+
+# ----------------------------------------------------------------------------- per dtype
+
+
+def _key(bits, i):  # pragma: no cover - njit only
+    """Order-preserving int64 key of element ``i`` of the bit view (float order, -0 < +0)."""
+    raise NotImplementedError
+
+
+def _magnitude(bits, i):  # pragma: no cover - njit only
+    """The magnitude bits of element ``i`` (greater than ``_nan_floor`` for a NaN)."""
+    raise NotImplementedError
+
+
+def _from_key(bits, key, magnitude):  # pragma: no cover - njit only
+    """The float64 value of a key; NaN when ``magnitude`` says a NaN was seen."""
+    raise NotImplementedError
+
+
+def _term(base, d):  # pragma: no cover - njit only
+    """exp(d) for d <= 0 (no NaN), as accurate as ``base``'s dtype needs."""
+    raise NotImplementedError
+
+
+_WIDTHS = {types.int32: (31, 0x7F800000), types.int64: (63, 0x7FF0000000000000),
+           types.uint16: (15, 0x7C00), types.int16: (15, 0x7F80)}
+
+
+@overload(_key, inline="always")
+def _key_impl(bits, i):
+    dt = bits.dtype
+    if dt not in _WIDTHS:
+        return None
+    shift, _ = _WIDTHS[dt]
+    low = (1 << shift) - 1
+    if dt == types.uint16:  # float16: sign-extend first
+        def impl(bits, i):
+            v = (np.int64(bits[i]) ^ 0x8000) - 0x8000
+            return v ^ ((v >> 15) & 0x7FFF)
+        return impl
+
+    def impl(bits, i):
+        v = np.int64(bits[i])
+        return v ^ ((v >> shift) & low)
+    return impl
+
+
+@overload(_magnitude, inline="always")
+def _magnitude_impl(bits, i):
+    dt = bits.dtype
+    if dt not in _WIDTHS:
+        return None
+    low = (1 << _WIDTHS[dt][0]) - 1
+    return lambda bits, i: np.int64(bits[i]) & low
+
+
+@overload(_from_key)
+def _from_key_impl(bits, key, magnitude):
+    dt = bits.dtype
+    if dt not in _WIDTHS:
+        return None
+    shift, nan_floor = _WIDTHS[dt]
+    low = (1 << shift) - 1
+    if dt == types.int64:
+        def impl(bits, key, magnitude):
+            if magnitude > nan_floor:
+                return np.nan
+            return np.int64(key ^ ((key >> 63) & low)).view(np.float64)
+    elif dt == types.int32:
+        def impl(bits, key, magnitude):
+            if magnitude > nan_floor:
+                return np.nan
+            return np.float64(as_float32(np.int32(key ^ ((key >> 63) & low))))
+    elif dt == types.uint16:
+        def impl(bits, key, magnitude):
+            if magnitude > nan_floor:
+                return np.nan
+            return widen(np.uint16((key ^ ((key >> 63) & low)) & 0xFFFF))
+    else:
+        def impl(bits, key, magnitude):
+            if magnitude > nan_floor:
+                return np.nan
+            return widen(np.int16(key ^ ((key >> 63) & low)))
+    return impl
+
+
+@njit(cache=True)
+def _term_long(d):
+    return exp_nonpos(d if d > -746.0 else -746.0)  # NaN -> -746 (its term is not used)
+
+
+@njit(cache=True)
+def _term_short(d):
+    return exp_nonpos_short(d if d > -700.0 else -700.0)
+
+
+@overload(_term)
+def _term_impl(base, d):
+    # -inf and huge gaps are clamped (to 0 and to a term no narrow-float sum can see).
+    if base.dtype == types.float64:
+        return lambda base, d: _term_long(d)
+    return lambda base, d: _term_short(d)
+
+
+def _compensated(base):  # pragma: no cover - njit only
+    """Whether column sums need Neumaier compensation (float64 inputs)."""
+    raise NotImplementedError
+
+
+@overload(_compensated, inline="always")
+def _compensated_impl(base):
+    flag = base.dtype == types.float64
+    return lambda base: flag
+
+
+# ----------------------------------------------------------------------------- shared pieces
+
+_KEY_FLOOR = -(1 << 63)
+
+
+@njit(cache=True)
+def _offset(flat, sizes, strides):
+    """Element offset of C-order index ``flat`` over ``sizes``."""
+    off = 0
+    for d in range(sizes.size - 1, -1, -1):
+        q = flat // sizes[d]
+        off += (flat - q * sizes[d]) * strides[d]
+        flat = q
+    return off
+
+
+@njit(cache=True)
+def _add(hi, lo, v):
+    """Neumaier's compensated ``hi + lo + v`` (no fast-math: the error term must survive)."""
+    t = hi + v
+    if abs(hi) >= abs(v):
+        lo += (hi - t) + v
+    else:
+        lo += (v - t) + hi
+    return t, lo
+
+
+@njit(cache=True)
+def _finish(m, hi, lo, ties):
+    """``m + log1p(hi + lo + ties - 1)``; ``m`` itself when NaN or infinite."""
+    if not abs(m) < np.inf:
+        return m
+    extra = ties - 1.0
+    s = hi + extra
+    back = s - hi
+    err = (hi - (s - back)) + (extra - back) + lo
+    return m + (math.log1p(s) + err / (1.0 + s))
+
+
+# ----------------------------------------------------------------------------- rows
+
+
+@njit(cache=True)
+def _keys_contiguous(bits, start, count, key, mag):
+    seg = bits[start:start + count]  # indices from range(n): no negative-index wraparound
+    for i in range(seg.size):
+        key = max(key, _key(seg, i))
+        mag = max(mag, _magnitude(seg, i))
+    return key, mag
+
+
+@njit(cache=True)
+def _keys_strided(bits, start, count, step, key, mag):
+    seg = bits[start:start + (count - 1) * step + 1:step]
+    for i in range(seg.size):
+        key = max(key, _key(seg, i))
+        mag = max(mag, _magnitude(seg, i))
+    return key, mag
+
+
+@njit(cache=True, fastmath=REASSOC)
+def _terms_contiguous(base, start, count, m):
+    tail = 0.0
+    ties = 0.0
+    seg = base[start:start + count]
+    for i in range(seg.size):
+        x = widen(seg[i])
+        e = _term(base, x - m)
+        tail += e if x < m else 0.0
+        ties += 1.0 if x == m else 0.0
+    return tail, ties
+
+
+@njit(cache=True, fastmath=REASSOC)
+def _terms_strided(base, start, count, step, m):
+    tail = 0.0
+    ties = 0.0
+    seg = base[start:start + (count - 1) * step + 1:step]
+    for i in range(seg.size):
+        x = widen(seg[i])
+        e = _term(base, x - m)
+        tail += e if x < m else 0.0
+        ties += 1.0 if x == m else 0.0
+    return tail, ties
+
+
+@njit(cache=True)
+def _row_max(bits, off, rs, rst, n, step, a, b):
+    """(key, magnitude) maxima over reduced elements ``a..b`` (C order) of one output."""
+    key = _KEY_FLOOR
+    mag = 0
+    pos = a
+    while pos < b:
+        run = pos // n
+        first = pos - run * n
+        count = min(n - first, b - pos)
+        start = off + _offset(run, rs, rst) + first * step
+        if step == 1:
+            key, mag = _keys_contiguous(bits, start, count, key, mag)
+        else:
+            key, mag = _keys_strided(bits, start, count, step, key, mag)
+        pos += count
+    return key, mag
+
+
+@njit(cache=True)
+def _row_sums(base, off, rs, rst, n, step, a, b, m, block):
+    """Compensated tail (hi, lo) and tie count over reduced elements ``a..b`` of one output."""
+    hi = 0.0
+    lo = 0.0
+    ties = 0.0
+    pos = a
+    while pos < b:
+        run = pos // n
+        first = pos - run * n
+        count = min(n - first, b - pos)
+        start = off + _offset(run, rs, rst) + first * step
+        done = 0
+        while done < count:
+            c = min(block, count - done)
+            if step == 1:
+                t, k = _terms_contiguous(base, start + done, c, m)
+            else:
+                t, k = _terms_strided(base, start + done * step, c, step, m)
+            hi, lo = _add(hi, lo, t)
+            ties += k
+            done += c
+        pos += count
+    return hi, lo, ties
+
+
+@njit(cache=True)
+def _row(base, bits, offset, ks, kst, rs, rst, n, step, block, t):
+    off = offset + _offset(t, ks, kst)
+    total = n
+    for d in range(rs.size):
+        total *= rs[d]
+    if not _compensated(base):
+        m, mag, hi, lo, ties = _row_online(base, bits, off, rs, rst, n, step, 0, total, block)
+        if _is_nan(bits, mag):
+            return np.nan
+        return _finish(m, hi, lo, ties)
+    key, mag = _row_max(bits, off, rs, rst, n, step, 0, total)
+    m = _from_key(bits, key, mag)
+    if not abs(m) < np.inf:
+        return m
+    hi, lo, ties = _row_sums(base, off, rs, rst, n, step, 0, total, m, block)
+    return _finish(m, hi, lo, ties)
+
+
+@njit(cache=True)
+def _is_nan(bits, mag):
+    return math.isnan(_from_key(bits, 0, mag))
+
+
+@njit(cache=True)
+def _row_online(base, bits, off, rs, rst, n, step, a, b, block):
+    """Narrow floats: one read from memory. Each chunk of CHUNK elements finds its maximum,
+    rescales the sums so far when it grew (a float64 rounding per rescale, invisible in a
+    float32 result), then adds its terms while it is in cache.
+
+    Returns (maximum, largest magnitude bits, tail hi, tail lo, ties); NaN shows in the bits.
+    """
+    m = -np.inf
+    top = 0
+    hi = 0.0
+    lo = 0.0
+    ties = 0.0
+    pos = a
+    while pos < b:
+        end = min(b, pos + CHUNK)
+        key, mag = _row_max(bits, off, rs, rst, n, step, pos, end)
+        top = max(top, mag)
+        c = _from_key(bits, key, 0)  # NaN for a NaN key: then top tells, and c is not used
+        if c > m:
+            if m > -np.inf:
+                hi = (hi + lo + ties) * math.exp(m - c)
+                lo = 0.0
+                ties = 0.0
+            m = c
+        if abs(m) < np.inf:
+            h, low, k = _row_sums(base, off, rs, rst, n, step, pos, end, m, block)
+            hi, lo = _add(hi, lo, h)
+            lo += low
+            ties += k
+        pos = end
+    return m, top, hi, lo, ties
+
+
+@njit(cache=True, parallel=True)
+def _rows_parallel(base, bits, offset, ks, kst, rs, rst, n, step, block, out):
+    for i in prange(out.size):
+        t = np.int64(i)  # prange indices may be unsigned; int64 + uint64 is float64 in numba
+        store(out, t, _row(base, bits, offset, ks, kst, rs, rst, n, step, block, t))
+
+
+@njit(cache=True)
+def _rows_serial(base, bits, offset, ks, kst, rs, rst, n, step, block, out):
+    for t in range(out.size):
+        store(out, t, _row(base, bits, offset, ks, kst, rs, rst, n, step, block, t))
+
+
+@njit(cache=True, parallel=True)
+def _rows_split(base, bits, offset, ks, kst, rs, rst, n, step, block, pieces, out):
+    """Rows with each output's reduction cut in ``pieces`` ranges (few outputs, long rows)."""
+    outputs = out.size
+    total = n
+    for d in range(rs.size):
+        total *= rs[d]
+    tasks = outputs * pieces
+    keys = np.empty(tasks, np.int64)
+    mags = np.empty(tasks, np.int64)
+    for i in prange(tasks):
+        task = np.int64(i)
+        t = task // pieces
+        p = task - t * pieces
+        off = offset + _offset(t, ks, kst)
+        key, mag = _row_max(bits, off, rs, rst, n, step, total * p // pieces,
+                            total * (p + 1) // pieces)
+        keys[task] = key
+        mags[task] = mag
+    peaks = np.empty(outputs)
+    for t in range(outputs):
+        peaks[t] = _from_key(bits, keys[t * pieces:(t + 1) * pieces].max(),
+                             mags[t * pieces:(t + 1) * pieces].max())
+    his = np.zeros(tasks)
+    los = np.zeros(tasks)
+    ties = np.zeros(tasks)
+    for i in prange(tasks):
+        task = np.int64(i)
+        t = task // pieces
+        p = task - t * pieces
+        m = peaks[t]
+        if abs(m) < np.inf:
+            off = offset + _offset(t, ks, kst)
+            hi, lo, k = _row_sums(base, off, rs, rst, n, step, total * p // pieces,
+                                  total * (p + 1) // pieces, m, block)
+            his[task] = hi
+            los[task] = lo
+            ties[task] = k
+    for t in range(outputs):
+        hi = 0.0
+        lo = 0.0
+        k = 0.0
+        for task in range(t * pieces, (t + 1) * pieces):
+            hi, lo = _add(hi, lo, his[task])
+            lo += los[task]
+            k += ties[task]
+        store(out, t, _finish(peaks[t], hi, lo, k))
+
+
+@njit(cache=True, parallel=True)
+def _rows_online_split(base, bits, offset, ks, kst, rs, rst, n, step, block, pieces, out):
+    """Narrow floats, few outputs: every piece reduces its range in one read
+    (:func:`_row_online`); the pieces are rescaled to the largest maximum and added in order."""
+    outputs = out.size
+    total = n
+    for d in range(rs.size):
+        total *= rs[d]
+    tasks = outputs * pieces
+    peaks = np.empty(tasks)
+    tops = np.empty(tasks, np.int64)
+    his = np.empty(tasks)
+    los = np.empty(tasks)
+    ties = np.empty(tasks)
+    for i in prange(tasks):
+        task = np.int64(i)
+        t = task // pieces
+        p = task - t * pieces
+        off = offset + _offset(t, ks, kst)
+        m, top, hi, lo, k = _row_online(base, bits, off, rs, rst, n, step,
+                                        total * p // pieces, total * (p + 1) // pieces, block)
+        peaks[task] = m
+        tops[task] = top
+        his[task] = hi
+        los[task] = lo
+        ties[task] = k
+    for t in range(outputs):
+        first = t * pieces
+        m = peaks[first:first + pieces].max()
+        if _is_nan(bits, tops[first:first + pieces].max()):
+            store(out, t, np.nan)
+            continue
+        hi = 0.0
+        lo = 0.0
+        k = 0.0
+        if abs(m) < np.inf:
+            for task in range(first, first + pieces):
+                if peaks[task] == m:
+                    hi, lo = _add(hi, lo, his[task])
+                    lo += los[task]
+                    k += ties[task]
+                elif peaks[task] > -np.inf:
+                    scaled = (his[task] + los[task] + ties[task]) * math.exp(peaks[task] - m)
+                    hi, lo = _add(hi, lo, scaled)
+        store(out, t, _finish(m, hi, lo, k))
+
+
+# ----------------------------------------------------------------------------- columns
+
+
+@njit(cache=True)
+def _column_keys(bits, start, width, step, keys, mags):
+    if step == 1:
+        seg = bits[start:start + width]
+        for j in range(width):
+            keys[j] = max(keys[j], _key(seg, j))
+            mags[j] = max(mags[j], _magnitude(seg, j))
+    else:
+        sseg = bits[start:start + (width - 1) * step + 1:step]
+        for j in range(width):
+            keys[j] = max(keys[j], _key(sseg, j))
+            mags[j] = max(mags[j], _magnitude(sseg, j))
+
+
+@njit(cache=True)
+def _column_terms(base, start, width, step, peaks, his, los, ties):
+    if step == 1:
+        _column_add(base[start:start + width], peaks, his, los, ties)
+    else:
+        _column_add(base[start:start + (width - 1) * step + 1:step], peaks, his, los, ties)
+
+
+@njit(cache=True)
+def _column_add(seg, peaks, his, los, ties):
+    """Add one row slice's terms into the per-output accumulators (float64: compensated)."""
+    if _compensated(seg):
+        for j in range(seg.size):
+            x = widen(seg[j])
+            m = peaks[j]
+            v = _term(seg, x - m) if x < m else 0.0
+            t = his[j] + v
+            los[j] += (his[j] - t) + v if his[j] >= v else (v - t) + his[j]
+            his[j] = t
+            ties[j] += 1.0 if x == m else 0.0
+    else:
+        for j in range(seg.size):
+            x = widen(seg[j])
+            m = peaks[j]
+            his[j] += _term(seg, x - m) if x < m else 0.0
+            ties[j] += 1.0 if x == m else 0.0
+
+
+@njit(cache=True)
+def _column_pass(base, bits, off, width, step, rs, rst, a, b, first, keys, mags, peaks, his,
+                 los, ties):
+    """Pass 1 (``first``) or 2 over reduced rows ``a..b`` of a block of ``width`` outputs."""
+    nd = rs.size
+    index = np.zeros(nd, np.int64)
+    rest = a
+    for d in range(nd - 1, -1, -1):
+        q = rest // rs[d]
+        index[d] = rest - q * rs[d]
+        rest = q
+    start = off + _offset(a, rs, rst)
+    last = nd - 1
+    row = a
+    while row < b:
+        # Four rows at a time where the innermost reduced dim has them: one load and store of
+        # the accumulators per four elements.
+        count = 4 if (rs[last] - index[last] >= 4 and b - row >= 4) else 1
+        if count == 4:
+            if first:
+                _column_keys4(bits, start, rst[last], width, step, keys, mags)
+            else:
+                _column_terms4(base, start, rst[last], width, step, peaks, his, los, ties)
+        elif first:
+            _column_keys(bits, start, width, step, keys, mags)
+        else:
+            _column_terms(base, start, width, step, peaks, his, los, ties)
+        row += count
+        index[last] += count
+        start += count * rst[last]
+        d = last
+        while index[d] >= rs[d]:  # carry
+            start -= rs[d] * rst[d]
+            index[d] = 0
+            d -= 1
+            if d < 0:
+                break
+            index[d] += 1
+            start += rst[d]
+
+
+@njit(cache=True)
+def _column_keys4(bits, start, pitch, width, step, keys, mags):
+    if step == 1:
+        _keys4(bits[start:start + width], bits[start + pitch:start + pitch + width],
+               bits[start + 2 * pitch:start + 2 * pitch + width],
+               bits[start + 3 * pitch:start + 3 * pitch + width], keys, mags)
+    else:
+        span = (width - 1) * step + 1
+        _keys4(bits[start:start + span:step], bits[start + pitch:start + pitch + span:step],
+               bits[start + 2 * pitch:start + 2 * pitch + span:step],
+               bits[start + 3 * pitch:start + 3 * pitch + span:step], keys, mags)
+
+
+@njit(cache=True)
+def _keys4(s0, s1, s2, s3, keys, mags):
+    for j in range(keys.size):
+        k = max(max(_key(s0, j), _key(s1, j)), max(_key(s2, j), _key(s3, j)))
+        keys[j] = max(keys[j], k)
+        g = max(max(_magnitude(s0, j), _magnitude(s1, j)),
+                max(_magnitude(s2, j), _magnitude(s3, j)))
+        mags[j] = max(mags[j], g)
+
+
+@njit(cache=True)
+def _column_terms4(base, start, pitch, width, step, peaks, his, los, ties):
+    if step == 1:
+        _add4(base[start:start + width], base[start + pitch:start + pitch + width],
+              base[start + 2 * pitch:start + 2 * pitch + width],
+              base[start + 3 * pitch:start + 3 * pitch + width], peaks, his, los, ties)
+    else:
+        span = (width - 1) * step + 1
+        _add4(base[start:start + span:step], base[start + pitch:start + pitch + span:step],
+              base[start + 2 * pitch:start + 2 * pitch + span:step],
+              base[start + 3 * pitch:start + 3 * pitch + span:step], peaks, his, los, ties)
+
+
+@njit(cache=True)
+def _neumaier(hi, lo, v):
+    t = hi + v
+    return t, lo + ((hi - t) + v if hi >= v else (v - t) + hi)
+
+
+@njit(cache=True)
+def _add4(s0, s1, s2, s3, peaks, his, los, ties):
+    """Four rows' terms into the accumulators (float64: each compensated, in row order)."""
+    if _compensated(s0):
+        for j in range(peaks.size):
+            m = peaks[j]
+            x0 = widen(s0[j])
+            x1 = widen(s1[j])
+            x2 = widen(s2[j])
+            x3 = widen(s3[j])
+            hi, lo = _neumaier(his[j], los[j], _term(s0, x0 - m) if x0 < m else 0.0)
+            hi, lo = _neumaier(hi, lo, _term(s0, x1 - m) if x1 < m else 0.0)
+            hi, lo = _neumaier(hi, lo, _term(s0, x2 - m) if x2 < m else 0.0)
+            hi, lo = _neumaier(hi, lo, _term(s0, x3 - m) if x3 < m else 0.0)
+            his[j] = hi
+            los[j] = lo
+            ties[j] += (((1.0 if x0 == m else 0.0) + (1.0 if x1 == m else 0.0))
+                        + ((1.0 if x2 == m else 0.0) + (1.0 if x3 == m else 0.0)))
+    else:
+        for j in range(peaks.size):
+            m = peaks[j]
+            x0 = widen(s0[j])
+            x1 = widen(s1[j])
+            x2 = widen(s2[j])
+            x3 = widen(s3[j])
+            t01 = (_term(s0, x0 - m) if x0 < m else 0.0) + (_term(s0, x1 - m) if x1 < m else 0.0)
+            t23 = (_term(s0, x2 - m) if x2 < m else 0.0) + (_term(s0, x3 - m) if x3 < m else 0.0)
+            his[j] += t01 + t23
+            ties[j] += (((1.0 if x0 == m else 0.0) + (1.0 if x1 == m else 0.0))
+                        + ((1.0 if x2 == m else 0.0) + (1.0 if x3 == m else 0.0)))
+
+
+@njit(cache=True)
+def _column_item(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, item, out):
+    blocks = (cols + width - 1) // width
+    k = item // blocks
+    j0 = (item - k * blocks) * width
+    w = min(width, cols - j0)
+    off = offset + _offset(k, ks, kst) + j0 * cstep
+    total = 1
+    for d in range(rs.size):
+        total *= rs[d]
+    keys = np.full(w, _KEY_FLOOR, np.int64)
+    mags = np.zeros(w, np.int64)
+    peaks = np.empty(w)
+    his = np.zeros(w)
+    los = np.zeros(w)
+    ties = np.zeros(w)
+    _column_pass(base, bits, off, w, cstep, rs, rst, 0, total, True, keys, mags, peaks, his,
+                 los, ties)
+    finite = False
+    for j in range(w):
+        peaks[j] = _from_key(bits, keys[j], mags[j])
+        finite = finite or abs(peaks[j]) < np.inf
+    if finite:
+        _column_pass(base, bits, off, w, cstep, rs, rst, 0, total, False, keys, mags, peaks,
+                     his, los, ties)
+    for j in range(w):
+        store(out, k * cols + j0 + j, _finish(peaks[j], his[j], los[j], ties[j]))
+
+
+@njit(cache=True, parallel=True)
+def _columns_parallel(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, out):
+    blocks = (cols + width - 1) // width
+    for i in prange(out.size // cols * blocks):
+        item = np.int64(i)
+        _column_item(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, item, out)
+
+
+@njit(cache=True)
+def _columns_serial(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, out):
+    blocks = (cols + width - 1) // width
+    for item in range(out.size // cols * blocks):
+        _column_item(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, item, out)
+
+
+@njit(cache=True, parallel=True)
+def _columns_split(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, pieces, out):
+    """Columns with the reduced rows cut in ``pieces`` ranges (few, narrow outputs)."""
+    outputs = out.size
+    total = 1
+    for d in range(rs.size):
+        total *= rs[d]
+    blocks = (cols + width - 1) // width
+    items = outputs // cols * blocks
+    keys = np.full((pieces, outputs), _KEY_FLOOR, np.int64)
+    mags = np.zeros((pieces, outputs), np.int64)
+    peaks = np.empty(outputs)
+    his = np.zeros((pieces, outputs))
+    los = np.zeros((pieces, outputs))
+    ties = np.zeros((pieces, outputs))
+    for i in prange(items * pieces):
+        task = np.int64(i)
+        item = task // pieces
+        p = task - item * pieces
+        k = item // blocks
+        j0 = (item - k * blocks) * width
+        w = min(width, cols - j0)
+        off = offset + _offset(k, ks, kst) + j0 * cstep
+        o = k * cols + j0
+        _column_pass(base, bits, off, w, cstep, rs, rst, total * p // pieces,
+                     total * (p + 1) // pieces, True, keys[p, o:o + w], mags[p, o:o + w],
+                     peaks[o:o + w], his[p, o:o + w], los[p, o:o + w], ties[p, o:o + w])
+    for t in range(outputs):
+        peaks[t] = _from_key(bits, keys[:, t].max(), mags[:, t].max())
+    for i in prange(items * pieces):
+        task = np.int64(i)
+        item = task // pieces
+        p = task - item * pieces
+        k = item // blocks
+        j0 = (item - k * blocks) * width
+        w = min(width, cols - j0)
+        off = offset + _offset(k, ks, kst) + j0 * cstep
+        o = k * cols + j0
+        _column_pass(base, bits, off, w, cstep, rs, rst, total * p // pieces,
+                     total * (p + 1) // pieces, False, keys[p, o:o + w], mags[p, o:o + w],
+                     peaks[o:o + w], his[p, o:o + w], los[p, o:o + w], ties[p, o:o + w])
+    for t in range(outputs):
+        hi = 0.0
+        lo = 0.0
+        k = 0.0
+        for p in range(pieces):
+            hi, lo = _add(hi, lo, his[p, t])
+            lo += los[p, t]
+            k += ties[p, t]
+        store(out, t, _finish(peaks[t], hi, lo, k))
+
+
+_SERIAL = (_rows_serial, _columns_serial)

@@ -1,0 +1,354 @@
+"""The compiled ReduceLogSumExp kernel: ulp-checked against mpmath in every layout and dtype.
+
+Every call runs under ``kernel_path("fast")``, so a silent fallback to the reference is a failure.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import mpmath
+import numpy as np
+import pytest
+
+import onnx_reduce
+from onnx_reduce.kernels.dispatch import kernel_path
+from onnx_reduce.plan import make_plan
+from onnx_reduce.spec import Request, resolve
+from onnx_reduce.spec.dtypes import bfloat16
+
+lse_module = pytest.importorskip("onnx_reduce.kernels.fast.log_sum_exp")
+exp_module = pytest.importorskip("onnx_reduce.kernels.fast._exp")
+
+DTYPES = [np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), bfloat16]
+#: Allowed error in ulps of the exactly rounded result (the numerics contract).
+TOLERANCE = {np.dtype(np.float64): 2.0}
+_PREC = 160
+
+
+def fast_lse(x: np.ndarray, axes=None, keepdims: bool = True) -> np.ndarray:
+    with kernel_path("fast"):
+        return onnx_reduce.reduce_log_sum_exp(x, axes=axes, keepdims=keepdims)
+
+
+def exact_lse(values: np.ndarray) -> mpmath.mpf:
+    """log(sum(exp(values))) of a 1-D float array in extended precision (inf/NaN as ONNX)."""
+    wide = values.astype(np.float64)
+    if np.isnan(wide).any():
+        return mpmath.nan
+    if np.isposinf(wide).any():
+        return mpmath.inf
+    finite = wide[np.isfinite(wide)]
+    if finite.size == 0:
+        return -mpmath.inf
+    with mpmath.workprec(_PREC):
+        m = mpmath.mpf(float(finite.max()))
+        tail = mpmath.fsum(mpmath.exp(mpmath.mpf(float(v)) - m) for v in finite if v < m)
+        ties = int((finite == finite.max()).sum())
+        return m + mpmath.log1p(tail + (ties - 1))
+
+
+def ulp_error(got: float, exact: mpmath.mpf, dtype: np.dtype) -> float:
+    """|got - exact| in ulps of ``dtype`` at the exactly rounded value (0 for matching specials)."""
+    if mpmath.isnan(exact):
+        return 0.0 if np.isnan(got) else np.inf
+    if mpmath.isinf(exact):
+        return 0.0 if got == float(exact) else np.inf
+    with np.errstate(over="ignore"):
+        rounded = np.array(float(exact)).astype(dtype)  # via float64: a hair off at most
+    if np.isinf(rounded):
+        return 0.0 if got == float(rounded) else np.inf
+    spacing = float(np.spacing(np.abs(rounded)).astype(np.float64))
+    if not np.isfinite(got):
+        return np.inf
+    with mpmath.workprec(_PREC):
+        return float(abs(mpmath.mpf(float(got)) - exact) / spacing)
+
+
+def assert_close(x: np.ndarray, axes, got: np.ndarray) -> None:
+    """Check every output of reducing ``axes`` of ``x`` against mpmath."""
+    dtype = x.dtype
+    axes = tuple(range(x.ndim)) if axes is None else tuple(a % x.ndim for a in axes)
+    kept = [a for a in range(x.ndim) if a not in axes]
+    moved = np.moveaxis(x, axes, range(x.ndim - len(axes), x.ndim))
+    groups = moved.reshape(*moved.shape[: len(kept)], -1)
+    got = got.reshape(groups.shape[:-1])
+    assert got.dtype == dtype
+    tol = TOLERANCE.get(dtype, 1.0)
+    worst = 0.0
+    for index in np.ndindex(*groups.shape[:-1]):
+        err = ulp_error(float(got[index]), exact_lse(groups[index]), dtype)
+        assert err <= tol, (index, float(got[index]), groups[index][:8], err)
+        worst = max(worst, err)
+
+
+def sample(shape, dtype, seed=0, scale=4.0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(shape) * scale).astype(np.float32).astype(dtype)
+
+
+# ----------------------------------------------------------------------------- layouts
+
+LAYOUTS = [
+    ((6, 50), (1,)),  # inner
+    ((50, 6), (0,)),  # outer
+    ((5, 9), None),  # all
+    ((3, 40, 5), (1,)),  # middle
+    ((4, 6, 7), (0, 2)),  # two non-adjacent axes
+    ((3, 4, 5, 6), (1, 3)),
+    ((2, 3, 4), (-1, 0)),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize(("shape", "axes"), LAYOUTS)
+def test_layouts_match_mpmath(dtype, shape, axes):
+    x = sample(shape, dtype)
+    assert_close(x, axes, fast_lse(x, axes))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_views_are_read_in_place(dtype):
+    x = sample((30, 40), dtype, seed=1)
+    views = {
+        "transposed": (x.T, (0,)),
+        "transposed-inner": (x.T, (1,)),
+        "negative": (x[::-1, ::-2], (1,)),
+        "negative-outer": (x[::-1, ::-1], (0,)),
+        "strided": (x[::3, 1::3], (0,)),
+        "strided-inner": (x[1::2, ::3], (1,)),
+    }
+    for name, (view, axes) in views.items():
+        got = fast_lse(view, axes)
+        assert got.shape == tuple(1 if i in axes else n for i, n in enumerate(view.shape)), name
+        assert_close(view, axes, got)
+
+
+def test_read_only_and_memmap(tmp_path):
+    x = sample((20, 33), np.float32, seed=2)
+    x.flags.writeable = False
+    assert_close(x, (1,), fast_lse(x, [1]))
+    path = tmp_path / "x.bin"
+    sample((20, 33), np.float16, seed=3).tofile(path)
+    mm = np.memmap(path, dtype=np.float16, mode="r", shape=(20, 33))
+    assert_close(mm, (0,), fast_lse(mm, [0]))
+    assert_close(mm.T, (0,), fast_lse(mm.T, [0]))
+
+
+def test_keepdims_false_and_input_untouched():
+    x = sample((4, 5, 6), np.float64, seed=4)
+    before = x.copy()
+    got = fast_lse(x, [1], keepdims=False)
+    assert got.shape == (4, 6)
+    assert np.array_equal(x, before)
+
+
+def test_size_one_axes_and_empty_outputs():
+    x = sample((7, 1), np.float32, seed=5)
+    np.testing.assert_array_equal(fast_lse(x, [1]), x)  # one element: exactly itself
+    assert fast_lse(np.zeros((0, 3), np.float32), [1]).shape == (0, 1)
+
+
+# ----------------------------------------------------------------------------- sizes
+
+# Shapes crossing the row block (64 / 1024), the column block (256 / 512 / 1024 outputs), the
+# parallel threshold and the split of few outputs into pieces. "tiny" lowers the thresholds
+# (parallel from 64 elements, pieces of 16) so that small, mpmath-checkable inputs take the
+# parallel and split paths too.
+SIZES = [
+    (np.float64, (5, 64 * 3 + 17), (1,)),
+    (np.float32, (3, 1024 * 2 + 37), (1,)),
+    (np.float32, (7, 1100), (0,)),
+    (np.float64, (9, 600), (0,)),
+    (np.float16, (2, 2100), (0,)),
+    (bfloat16, (3, 5, 1030), (1,)),
+    (bfloat16, (3, 301), (1,)),
+    (np.float32, (2, 1500), (1,)),
+    (np.float64, (1500, 2), (0,)),
+    (np.float16, (1501,), None),
+    (np.float32, (4, 300, 30), (1,)),
+    (np.float64, (6, 20, 7), (0, 2)),
+]
+
+
+@pytest.fixture(params=["default", "tiny"])
+def thresholds(request, monkeypatch):
+    if request.param == "tiny":
+        monkeypatch.setattr(lse_module, "PARALLEL_MIN", 64)
+        monkeypatch.setattr(lse_module, "MIN_PIECE", 16)
+    lse_module._JOBS.clear()
+    yield request.param
+    lse_module._JOBS.clear()
+
+
+@pytest.mark.parametrize(("dtype", "shape", "axes"), SIZES, ids=str)
+def test_block_and_thread_boundaries(dtype, shape, axes, thresholds):
+    x = sample(shape, np.dtype(dtype), seed=6, scale=3.0)
+    assert_close(x, axes, fast_lse(x, axes))
+
+
+def test_large_inputs_take_the_parallel_paths():
+    # Default thresholds: parallel rows/columns and split reductions on real sizes, checked on a
+    # few outputs (mpmath is slow) and against the same kernel on one thread.
+    x = sample((2, 66_000), np.float32, seed=12)  # two pieces of 2**15 or more per output
+    assert_close(x[:1], (1,), fast_lse(x, [1])[:1])
+    y = sample((600, 130), np.float64, seed=13)
+    assert_close(y[:, :3], (0,), fast_lse(y, [0])[:, :3])
+
+
+def test_results_do_not_depend_on_threads(monkeypatch):
+    import numba
+
+    monkeypatch.setattr(lse_module, "PARALLEL_MIN", 64)
+    monkeypatch.setattr(lse_module, "MIN_PIECE", 16)
+    lse_module._JOBS.clear()
+    x = sample((3, 1003), np.float64, seed=7)
+    y = sample((1003, 3), np.float32, seed=8)
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = fast_lse(x, [1]), fast_lse(y, [0]), fast_lse(x)
+    finally:
+        numba.set_num_threads(before)
+    both = fast_lse(x, [1]), fast_lse(y, [0]), fast_lse(x)
+    lse_module._JOBS.clear()
+    for a, b in zip(one, both, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+# ----------------------------------------------------------------------------- special values
+
+SPECIALS = [
+    [-np.inf, -np.inf, -np.inf],
+    [0.0, -np.inf],
+    [np.inf, 1.0, -np.inf],
+    [1.0, np.inf, np.inf],
+    [np.nan, 1.0],
+    [1.0, np.inf, np.nan],
+    [np.nan, -np.inf],
+    [-np.inf, np.nan, np.inf],
+    [0.0, -40.0],
+    [0.0, -20.0, -20.0],
+    [-1e30, -1e30],
+    [1e30, -1e30, 0.0],
+    [3e38, 3e38],
+    [-3e38, 3e38],
+    [1e-30, -1e-30],
+    [0.0, -0.0],
+    [-0.0, -0.0],
+    [60000.0, 60000.0],
+    [-60000.0, 60000.0, 0.0],
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", ["row", "column"])
+def test_special_values(dtype, layout):
+    with np.errstate(over="ignore"):
+        rows = [np.array(v, np.float64).astype(np.float32).astype(dtype) for v in SPECIALS]
+    width = max(len(r) for r in rows)
+    pad = np.array(-np.inf, dtype)
+    x = np.stack([np.concatenate([r, np.full(width - len(r), pad)]) for r in rows])
+    if layout == "column":
+        x = np.ascontiguousarray(x.T)
+        axes = (0,)
+    else:
+        axes = (1,)
+    assert_close(x, axes, fast_lse(x, axes))
+
+
+def test_float64_extremes():
+    cases = {
+        (800.0, 800.0): None,
+        (1e308, 1.7e308, -1.7e308): None,
+        (0.0, -740.0): None,  # a subnormal tail
+        (0.0, -745.0, -745.0): None,
+        (-5e-324, -1e-300): None,
+        (0.0, -1e-10): None,
+    }
+    for values in cases:
+        x = np.array(values)
+        assert_close(x, None, fast_lse(x))
+    assert float(fast_lse(np.array([800.0, 800.0]))[0]) == pytest.approx(800.6931471805599, 1e-15)
+    assert float(fast_lse(np.array([0.0, -40.0]))[0]) == pytest.approx(4.248354255291589e-18,
+                                                                       rel=1e-15)
+
+
+def test_mixed_magnitudes_float32():
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((12, 300)) * 10.0 ** rng.integers(-30, 30, (12, 300)))
+    x = x.astype(np.float32)
+    assert_close(x, (1,), fast_lse(x, [1]))
+    assert_close(x.T, (0,), fast_lse(x.T, [0]))
+
+
+def test_float64_well_conditioned_long_rows():
+    x = np.random.default_rng(10).random((3, 5000))
+    assert_close(x, (1,), fast_lse(x, [1]))
+    assert_close(np.ascontiguousarray(x.T), (0,), fast_lse(np.ascontiguousarray(x.T), [0]))
+
+
+# ----------------------------------------------------------------------------- scope
+
+
+def test_unserved_cases_return_none():
+    ver = resolve("ReduceLogSumExp", 18)
+    x = np.arange(6, dtype=np.int32).reshape(2, 3)
+    plan = make_plan(Request(ver, (1,), True, False), x.shape)
+    assert lse_module.reduce_log_sum_exp(x, plan) is None
+    empty = np.zeros((2, 0), np.float32)
+    plan = make_plan(Request(ver, (1,), True, False), empty.shape)
+    assert lse_module.reduce_log_sum_exp(empty, plan) is None
+    broadcast = np.broadcast_to(np.float32(1), (3, 5))
+    plan = make_plan(Request(ver, (1,), True, False), broadcast.shape)
+    assert lse_module.reduce_log_sum_exp(broadcast, plan) is None
+
+
+def test_import_does_not_load_numba():
+    code = "import sys, onnx_reduce; assert 'numba' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_concurrent_calls_from_threads():
+    arrays = [sample((300, 700), np.float32, seed=s) for s in range(4)]
+    arrays += [sample((700, 300), np.float64, seed=s) for s in range(4)]
+    axes = [(1,)] * 4 + [(0,)] * 4
+    expected = [fast_lse(a, ax) for a, ax in zip(arrays, axes, strict=True)]
+
+    def work(i: int) -> bool:
+        got = fast_lse(arrays[i % 8], axes[i % 8])
+        return np.array_equal(got, expected[i % 8])
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        assert all(pool.map(work, range(48)))
+
+
+# ----------------------------------------------------------------------------- exp
+
+
+def test_exp_against_mpmath():
+    rng = np.random.default_rng(11)
+    points = np.concatenate([
+        -rng.random(3000) * 745.0, -rng.random(2000) * 2.0, -rng.random(500) * 1e-8,
+        [0.0, -5e-324, -0.3465735902799726, -0.34657359027997264, -708.39, -709.0, -740.0,
+         -745.0, -745.13],
+    ])
+    worst = 0.0
+    worst_short = 0.0
+    with mpmath.workprec(_PREC):
+        for x in points:
+            exact = mpmath.exp(mpmath.mpf(float(x)))
+            got = exp_module.exp_nonpos(float(x))
+            if exact >= mpmath.mpf(2) ** -1022:
+                worst = max(worst, float(abs(mpmath.mpf(got) - exact) / np.spacing(float(exact))))
+            else:  # subnormal result: within one subnormal ulp
+                assert abs(mpmath.mpf(got) - exact) <= mpmath.mpf(2) ** -1074, x
+            if x >= -700.0:
+                short = exp_module.exp_nonpos_short(float(x))
+                worst_short = max(worst_short, float(abs(mpmath.mpf(short) - exact) / exact))
+    assert worst <= 0.65
+    assert worst_short <= 2.0**-36
+    assert exp_module.exp_nonpos(0.0) == 1.0
+    assert exp_module.exp_nonpos(-746.0) == 0.0

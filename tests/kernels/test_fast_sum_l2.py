@@ -1,0 +1,488 @@
+"""The compiled ReduceSum/ReduceL2 kernels against exact results, in every layout.
+
+Every call runs under ``kernel_path("fast")``, so a silent fallback to the reference fails.
+Expected values: ``math.fsum`` of the float64 values (exact, then one rounding) for sums and for
+squares of float32/float16/bfloat16 (exact in float64); float64 squares are split exactly
+(Veltkamp) before the ``fsum``, and their square root is taken with mpmath; integer sums are
+Python integers reduced modulo 2**bits.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import subprocess
+import sys
+import threading
+
+import ml_dtypes
+import mpmath
+import numpy as np
+import pytest
+
+import onnx_reduce
+from onnx_reduce.kernels.dispatch import kernel_path
+from onnx_reduce.kernels.rounding import round_to
+from onnx_reduce.plan import make_plan
+from onnx_reduce.spec import Request, resolve
+
+numba = pytest.importorskip("numba")
+from onnx_reduce.kernels.fast import _common, sum_l2  # noqa: E402
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+FLOATS = [np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), BF16]
+INTS = [np.dtype(t) for t in (np.int32, np.int64, np.uint32, np.uint64)]
+#: ulps allowed from the exactly rounded result
+TOLERANCE = {np.dtype(np.float64): 2}
+#: float64 sums of mixed signs may also be off by this much times sum(|x|) (the contract's
+#: 2 ulps hold for well-conditioned data; float64 has no wider type to hide cancellation in)
+CONDITION_SLACK = 2.0**-52
+
+
+# ----------------------------------------------------------------------------- oracle
+
+
+def _split_square(x: float) -> list[float]:
+    """x*x as float64 terms whose exact sum is x*x (Veltkamp split, |x| < 1e150)."""
+    c = 134217729.0 * x
+    hi = c - (c - x)
+    lo = x - hi
+    return [hi * hi, 2.0 * hi * lo, lo * lo]
+
+
+def _exact_row(values: np.ndarray, op: str, dtype: np.dtype):
+    """The exactly rounded float64 result (or the exact integer) for one output."""
+    if dtype.kind in "iu":
+        wide_ints = values.astype(np.int64 if dtype.kind == "i" else np.uint64)
+        high = (wide_ints >> 32).astype(np.int64)  # each part sums exactly in int64
+        low = (wide_ints & 0xFFFFFFFF).astype(np.int64)
+        return (int(high.sum()) << 32) + int(low.sum())
+    wide = values.astype(np.float64)
+    if op == "sum":
+        if not np.all(np.isfinite(wide)):
+            return float(np.sum(wide))
+        return math.fsum(wide.tolist())
+    if np.any(np.isnan(wide)):
+        return math.nan
+    if np.any(np.isinf(wide)):
+        return math.inf
+    if dtype != np.float64:
+        return math.sqrt(math.fsum((wide * wide).tolist()))
+    with mpmath.workprec(200):
+        if np.max(np.abs(wide), initial=0.0) < 1e150 and np.min(
+                np.abs(wide[wide != 0]), initial=1.0) > 1e-140:
+            terms = [t for v in wide.tolist() for t in _split_square(v)]
+            high = math.fsum(terms)
+            low = math.fsum([*terms, -high])
+            total = mpmath.mpf(high) + mpmath.mpf(low)
+        else:
+            total = mpmath.fsum(mpmath.mpf(v) ** 2 for v in wide.tolist())
+        return float(mpmath.sqrt(total))
+
+
+def expected(x: np.ndarray, axes: tuple[int, ...] | None, op: str, keepdims: bool = True):
+    """The exact result of reducing ``x`` over ``axes`` (None: all), rounded to ``x.dtype``.
+
+    For float64 sums the result carries ``.slack``: CONDITION_SLACK * sum(|x|) per output.
+    """
+    axes = tuple(range(x.ndim)) if axes is None else tuple(sorted(a % x.ndim for a in axes))
+    kept = [i for i in range(x.ndim) if i not in axes]
+    moved = np.moveaxis(x, axes, range(len(kept), x.ndim))
+    kept_shape = moved.shape[: len(kept)]
+    rows = moved.reshape(math.prod(kept_shape), -1)
+    values = [_exact_row(row, op, x.dtype) for row in rows]
+    if x.dtype.kind in "iu":
+        bits = 8 * x.dtype.itemsize
+        wrapped = [v % (1 << bits) for v in values]
+        out = np.array(wrapped, np.uint64).astype(x.dtype.str.replace("i", "u")).view(x.dtype)
+    else:
+        with np.errstate(over="ignore"):
+            out = round_to(np.array(values, np.float64), x.dtype)
+    shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape)) if keepdims else \
+        tuple(x.shape[i] for i in kept)
+    out = Expected(out.reshape(shape))
+    if x.dtype == np.float64 and op == "sum":
+        with np.errstate(invalid="ignore", over="ignore"):
+            out.slack = (CONDITION_SLACK * np.abs(rows).sum(axis=1)).reshape(shape)
+    return out
+
+
+class Expected(np.ndarray):
+    """An expected result, with the error its condition allows (float64 sums)."""
+
+    slack = 0.0
+
+    def __new__(cls, values: np.ndarray) -> Expected:
+        return np.asarray(values).view(cls)
+
+
+def _ordered(a: np.ndarray) -> np.ndarray:
+    """Float bits as integers ordered like the values (for ulp distances)."""
+    bits = a.view({2: np.int16, 4: np.int32, 8: np.int64}[a.dtype.itemsize]).astype(object)
+    top = 1 << (8 * a.dtype.itemsize - 1)
+    return np.array([b if b >= 0 else -(b + top) for b in bits.ravel()], dtype=object)
+
+
+def assert_close(got: np.ndarray, want: np.ndarray) -> None:
+    slack = np.broadcast_to(getattr(want, "slack", 0.0), want.shape)
+    want = np.asarray(want)
+    assert got.dtype == want.dtype
+    assert got.shape == want.shape
+    if want.dtype.kind in "iu":
+        np.testing.assert_array_equal(got, want)
+        return
+    g64, w64 = got.astype(np.float64), want.astype(np.float64)
+    np.testing.assert_array_equal(np.isnan(g64), np.isnan(w64))
+    finite = np.isfinite(w64)
+    np.testing.assert_array_equal(g64[~finite & ~np.isnan(w64)], w64[~finite & ~np.isnan(w64)])
+    g, w = np.ascontiguousarray(got)[finite], np.ascontiguousarray(want)[finite]
+    if want.dtype == np.float64:
+        allowed = 2 * np.spacing(np.abs(w)) + slack[finite]
+        assert np.all(np.abs(g - w) <= allowed), np.max(np.abs(g - w) - allowed)
+    if want.dtype == np.float64 and np.any(slack):
+        return
+    if g.size:
+        worst = max(abs(int(d)) for d in (_ordered(g) - _ordered(w)))
+        assert worst <= TOLERANCE.get(want.dtype, 1), f"{worst} ulp off"
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+def make(shape: tuple[int, ...], dtype: np.dtype, seed: int = 0, scale: float = 1.0):
+    rng = np.random.default_rng(seed)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
+    return (rng.standard_normal(shape) * scale).astype(dtype)
+
+
+def run(op: str, x: np.ndarray, axes, keepdims: bool = True) -> np.ndarray:
+    f = onnx_reduce.reduce_sum if op == "sum" else onnx_reduce.reduce_l2
+    with kernel_path("fast"):
+        return f(x, axes=axes, keepdims=keepdims)
+
+
+def _views(dtype: np.dtype):
+    """(name, array, axes): every layout family, small (serial) and large (threads, pieces)."""
+    a = make((37, 1031), dtype, 1)
+    b = make((13, 257, 19), dtype, 2)
+    c = make((11, 17, 13, 7), dtype, 3)
+    yield "inner", a, [1]
+    yield "outer", a, [0]
+    yield "all", a, None
+    yield "middle", b, [1]
+    yield "nonadjacent", c, [0, 2]
+    yield "nonadjacent-2", c, [1, 3]
+    yield "transposed-inner", a.T, [1]
+    yield "transposed-outer", a.T, [0]
+    yield "reversed", a[::-1, ::-2], [1]
+    yield "reversed-outer", a[::-1, ::-2], [0]
+    yield "reversed-middle", b[:, ::-1, ::-1], [1]
+    yield "strided", a[::2, 1:-1:3], [1]
+    yield "strided-outer", a[::2, 1:-1:3], [0]
+    yield "3d-transposed", b.transpose(2, 0, 1), [0, 2]
+    yield "size-1-axis", a[:, None, :], [1]
+    yield "negative-axis", b, [-1, 0]
+    yield "rank-1", a[3], [0]
+    yield "big-inner", make((300, 400), dtype, 4), [1]
+    yield "big-inner-pieces", make((2, 40000), dtype, 5), [1]
+    yield "big-all-pieces", make((300_000,), dtype, 6), None
+    yield "big-outer-pieces", make((2000, 40), dtype, 7), [0]
+    yield "big-outer-wide", make((20, 9000), dtype, 8), [0]
+    yield "big-middle", make((40, 50, 40), dtype, 9), [1]
+    yield "big-nonadjacent-pieces", make((30, 2, 1500), dtype, 10), [0, 2]
+    yield "big-transposed", make((400, 300), dtype, 11).T, [0]
+
+
+CASES = [("sum", d) for d in FLOATS + INTS] + [("l2", d) for d in FLOATS]
+
+
+@pytest.mark.parametrize(("op", "dtype"), CASES, ids=[f"{o}-{d.name}" for o, d in CASES])
+def test_every_layout_matches_the_exact_result(op: str, dtype: np.dtype) -> None:
+    for name, x, axes in _views(dtype):
+        before = x.copy()
+        got = run(op, x, axes)
+        assert_close(got, expected(x, None if axes is None else tuple(axes), op))
+        np.testing.assert_array_equal(x, before, err_msg=name)  # input untouched
+        assert got.flags.c_contiguous, name
+
+
+@pytest.mark.parametrize("op", ["sum", "l2"])
+def test_keepdims_false_and_rank_0(op: str) -> None:
+    x = make((5, 6, 7), np.dtype(np.float32))
+    assert_close(run(op, x, [2, 0], keepdims=False), expected(x, (0, 2), op, keepdims=False))
+    scalar = np.array(-2.5, np.float64)
+    got = run(op, scalar, None)
+    assert got.shape == ()
+    assert float(got) == (-2.5 if op == "sum" else 2.5)
+
+
+@pytest.mark.parametrize("op", ["sum", "l2"])
+def test_empty_inputs(op: str) -> None:
+    x = np.zeros((0, 4), np.float32)
+    np.testing.assert_array_equal(run(op, x, [0]), np.zeros((1, 4), np.float32))
+    empty_out = run(op, x, [1])
+    assert empty_out.shape == (0, 1)
+    assert empty_out.dtype == np.float32
+
+
+def test_read_only_and_memmap(tmp_path) -> None:
+    x = make((70, 1100), np.dtype(np.float32), 12)
+    frozen = x.copy()
+    frozen.flags.writeable = False
+    mapped = np.memmap(tmp_path / "x.bin", dtype=np.float32, mode="w+", shape=x.shape)
+    mapped[:] = x
+    mapped.flush()
+    readonly_map = np.memmap(tmp_path / "x.bin", dtype=np.float32, mode="r", shape=x.shape)
+    for arr in (frozen, mapped, readonly_map, readonly_map[::-1, 3:], readonly_map.T):
+        for axes in ([1], [0], None):
+            for op in ("sum", "l2"):
+                want = expected(np.asarray(arr), axes and tuple(axes), op)
+                assert_close(run(op, arr, axes), want)
+
+
+def test_broadcast_input_with_zero_strides() -> None:
+    x = np.broadcast_to(np.arange(7, dtype=np.float64), (500, 7))
+    assert_close(run("sum", x, [0]), expected(np.ascontiguousarray(x), (0,), "sum"))
+    assert_close(run("l2", x, [1]), expected(np.ascontiguousarray(x), (1,), "l2"))
+
+
+# ----------------------------------------------------------------------------- special values
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=[d.name for d in FLOATS])
+@pytest.mark.parametrize("shape", [(6, 50), (6, 40000), (40000, 6)])
+def test_inf_and_nan(dtype: np.dtype, shape: tuple[int, int]) -> None:
+    x = make(shape, dtype, 13)
+    long_axis = int(shape[1] < shape[0])
+    pos = [1, shape[long_axis] // 2, shape[long_axis] - 1]
+
+    def put(row: int, col: int, value: float) -> None:
+        index = (row, col) if long_axis == 1 else (col, row)
+        x[index] = value
+
+    put(0, pos[0], np.inf)  # +inf
+    put(1, pos[1], np.inf)  # +inf and -inf: NaN
+    put(1, pos[2], -np.inf)
+    put(2, pos[1], np.nan)  # NaN
+    put(3, pos[2], -np.inf)  # -inf
+    put(4, pos[0], np.nan)  # NaN and inf: NaN
+    put(4, pos[2], np.inf)
+    axes = (long_axis,)
+    for op in ("sum", "l2"):
+        got = run(op, x, list(axes)).astype(np.float64).ravel()
+        want = {"sum": [np.inf, np.nan, np.nan, -np.inf, np.nan],
+                "l2": [np.inf, np.inf, np.nan, np.inf, np.nan]}[op]
+        np.testing.assert_array_equal(got[:5], want)
+        assert np.isfinite(got[5])
+
+
+@pytest.mark.parametrize(
+    ("values", "want"),
+    [
+        ([1e200, 1e200], math.sqrt(2) * 1e200),
+        ([3e-200, 4e-200], 5e-200),
+        ([3e200, -4e200], 5e200),
+        ([5e-324] * 4, 1e-323),
+        ([1e308] * 4, math.inf),
+        ([1e300, 1e-300], 1e300),
+        ([0.0, -0.0], 0.0),
+        ([2e-160, 1e-170, 3e-160], float(mpmath.sqrt(mpmath.mpf(2e-160) ** 2
+                                                        + mpmath.mpf(1e-170) ** 2
+                                                        + mpmath.mpf(3e-160) ** 2))),
+    ],
+)
+def test_float64_l2_never_overflows_or_underflows(values: list[float], want: float) -> None:
+    x = np.array(values, np.float64)
+    assert float(run("l2", x, None)[0]) == pytest.approx(want, rel=3e-16, abs=0)
+    # the same inside rows and columns, next to ordinary outputs, serial and threaded
+    for n in (3, 30000):
+        rows = np.ones((n, x.size))
+        rows[1] = x
+        got = run("l2", rows, [1]).ravel()
+        assert got[1] == pytest.approx(want, rel=3e-16, abs=0)
+        assert got[0] == pytest.approx(math.sqrt(x.size), rel=3e-16)
+        cols = np.ascontiguousarray(rows.T)
+        assert run("l2", cols, [0]).ravel()[1] == pytest.approx(want, rel=3e-16, abs=0)
+    spread = np.full(70_000, values[0])  # threads, pieces, combine
+    spread[-1] = values[-1]
+    with mpmath.workprec(200):
+        exact = mpmath.sqrt((spread.size - 1) * mpmath.mpf(values[0]) ** 2
+                            + mpmath.mpf(values[-1]) ** 2)
+    want_spread = np.array([float(exact)])
+    assert_close(run("l2", spread, None), Expected(want_spread))
+
+
+@pytest.mark.parametrize(
+    ("dtype", "values", "want"),
+    [
+        (np.dtype(np.float32), [3e30, 4e30], 5e30),
+        (np.dtype(np.float16), [300.0, 400.0], 500.0),
+        (BF16, [3e38, 3e38], math.inf),
+        (BF16, [3e-39, 4e-39], 5e-39),
+        (np.dtype(np.float16), [6e-8, 6e-8], 2.0**-24),  # sqrt(2) * 2**-24, to subnormal
+    ],
+)
+def test_narrow_l2_range(dtype: np.dtype, values: list[float], want: float) -> None:
+    x = np.array(values).astype(dtype)
+    got = run("l2", x, None)
+    assert_close(got, expected(x, None, "l2"))
+    assert float(got[0]) == pytest.approx(want, rel=2**-7)
+
+
+def test_one_rounding_for_bfloat16_and_float16() -> None:
+    # 1 + half an ulp + a little: rounding via float32 first would tie and go down to 1
+    bf = np.array([1.0, 2.0**-8, 2.0**-30], BF16)
+    assert float(run("sum", bf, None)[0]) == 1.0 + 2.0**-7
+    half = np.array([1.0, 2.0**-11, 2.0**-24], np.float16)
+    assert float(run("sum", half, None)[0]) == 1.0 + 2.0**-10
+    # columns and threads take the same rounding
+    wide = np.zeros((3, 30000), BF16)
+    wide[:, 0] = [1.0, 2.0**-8, 2.0**-30]
+    assert float(run("sum", wide, [0])[0, 0]) == 1.0 + 2.0**-7
+
+
+def test_float64_long_reductions_stay_within_two_ulps() -> None:
+    rng = np.random.default_rng(14)
+    for x, axes in [
+        (rng.random(1 << 20), None),
+        (rng.random((8, 1 << 17)), [1]),
+        (rng.random((1 << 14, 16)) + 1e3, [0]),
+        (rng.random((300, 3, 7)), [0]),
+    ]:
+        for op in ("sum", "l2"):
+            want = expected(x, axes and tuple(axes), op)
+            want.slack = 0.0  # positive data: no cancellation, the plain 2-ulp bound
+            assert_close(run(op, x, axes), want)
+
+
+def test_integer_sums_wrap() -> None:
+    for dtype in INTS:
+        info = np.iinfo(dtype)
+        x = np.full((3, 70000), info.max, dtype)
+        x[1] = info.min
+        got = run("sum", x, [1])
+        assert_close(got, expected(x, (1,), "sum"))
+        assert_close(run("sum", x, [0]), expected(x, (0,), "sum"))
+
+
+def test_integer_l2_is_left_to_the_reference() -> None:
+    x = np.array([3, 4], np.int64)
+    plan = make_plan(Request(resolve("ReduceL2", 18), None, True, False), x.shape)
+    assert sum_l2.reduce_l2(x, plan) is None
+    assert onnx_reduce.reduce_l2(x).tolist() == [5]
+
+
+def test_unserved_inputs_return_none() -> None:
+    plan = make_plan(Request(resolve("ReduceSum", 13), None, True, False), (4,))
+    assert sum_l2.reduce_sum(np.arange(4, dtype=">f4"), plan) is None  # byte-swapped
+    assert sum_l2.reduce_sum(np.arange(4, dtype=np.int8), plan) is None
+
+
+# ----------------------------------------------------------------------------- shared helpers
+
+
+def test_widen_and_store_cover_every_16_bit_pattern() -> None:
+    @numba.njit
+    def widen_all(a):
+        out = np.empty(a.size)
+        for i in range(a.size):
+            out[i] = _common.widen(a[i])
+        return out
+
+    @numba.njit
+    def store_all(values, out):
+        for i in range(values.size):
+            _common.store(out, i, values[i])
+
+    bits = np.arange(1 << 16, dtype=np.uint16)
+    for dtype in (np.dtype(np.float16), BF16):
+        x = bits.view(dtype)
+        decoded = widen_all(_common.storage_view(x))
+        with np.errstate(invalid="ignore"):
+            np.testing.assert_array_equal(decoded, x.astype(np.float64))
+        ordered = np.sort(decoded[np.isfinite(decoded)])
+        midpoints = (ordered[:-1] + ordered[1:]) / 2
+        probes = np.concatenate([decoded, midpoints, np.nextafter(midpoints, np.inf),
+                                 np.nextafter(midpoints, -np.inf), [1e300, -1e300, 1e-300]])
+        out = np.empty(probes.size, _common.storage_dtype(dtype))
+        store_all(probes, out)
+        with np.errstate(over="ignore"):
+            np.testing.assert_array_equal(out.view(dtype).astype(np.float64),
+                                          round_to(probes, dtype).astype(np.float64))
+
+
+def test_canonical_layouts() -> None:
+    x = np.zeros((4, 5, 6), np.float32)
+    c = _common.canonical(x[::-1, :, ::2].transpose(2, 0, 1), (1,))
+    assert c.inner_reduced is False
+    assert c.red_sizes == (4,)
+    assert c.red_strides == (30,)
+    assert sorted(c.kept_sizes) == [3, 5]
+    assert min(c.kept_strides) >= 0
+    assert c.base.flags.writeable is False
+    assert _common.canonical(np.zeros(3, ">f8"), (0,)) is None
+
+
+# ----------------------------------------------------------------------------- threads, processes
+
+
+def test_concurrent_calls_from_many_threads() -> None:
+    arrays = [make((600, 700), np.dtype(np.float32), 20 + i) for i in range(4)]
+    jobs = [(op, x, axes) for x in arrays for op in ("sum", "l2") for axes in ([0], [1])]
+    wanted = [expected(x, tuple(axes), op) for op, x, axes in jobs]
+    small = make((8, 128), np.dtype(np.float64), 30)
+    small_want = expected(small, (1,), "sum")
+    errors: list[BaseException] = []
+
+    def worker(k: int) -> None:
+        try:
+            for i in range(len(jobs)):
+                j = (i + k) % len(jobs)
+                op, x, axes = jobs[j]
+                assert_close(run(op, x, axes), wanted[j])
+                assert_close(run("sum", small, [1]), small_want)
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def test_one_thread_gives_the_same_answers() -> None:
+    x = make((300_000,), np.dtype(np.float64), 31)
+    y = make((2000, 40), np.dtype(np.float32), 32)
+    before = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        assert_close(run("sum", x, None), expected(x, None, "sum"))
+        assert_close(run("l2", y, [0]), expected(y, (0,), "l2"))
+    finally:
+        numba.set_num_threads(before)
+
+
+def _child(queue) -> None:
+    x = np.ones((500, 400), np.float32)
+    with kernel_path("fast"):
+        queue.put(float(onnx_reduce.reduce_sum(x).ravel()[0]))
+
+
+def test_forked_child_can_still_reduce() -> None:
+    run("sum", np.ones((500, 400), np.float32), None)  # threads running in the parent
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_child, args=(queue,))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
+    assert queue.get(timeout=5) == 200000.0
+
+
+def test_import_does_not_load_numba() -> None:
+    code = "import sys, onnx_reduce; assert 'numba' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,265 @@
+"""The onnx Backend front door: prepare/run, run_model, run_node, devices, mixed graphs, errors."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import pytest
+from onnx import TensorProto, numpy_helper
+
+from onnx_reduce import backend
+
+F32, F64 = TensorProto.FLOAT, TensorProto.DOUBLE
+
+
+def _model(nodes, inputs, outputs, opset, initializers=()):
+    graph = oh.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
+    return oh.make_model_gen_version(graph, opset_imports=[oh.make_opsetid("", opset)])
+
+
+def _vi(name, elem=F32, shape=None):
+    return oh.make_tensor_value_info(name, elem, shape)
+
+
+def _reduce_model(op, opset, axes=None, elem=F32, **attrs):
+    """A single reduce node; axes become the attribute or a graph input as the version wants."""
+    axes_is_input = opset >= (13 if op == "ReduceSum" else 18)
+    inputs = [_vi("x", elem)]
+    names = ["x"]
+    if axes is not None and axes_is_input:
+        inputs.append(_vi("axes", TensorProto.INT64, [len(axes)]))
+        names.append("axes")
+    elif axes is not None:
+        attrs["axes"] = list(axes)
+    node = oh.make_node(op, names, ["y"], **attrs)
+    return _model([node], inputs, [_vi("y", elem)], opset)
+
+
+X = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=np.float32)
+
+
+def _lse(values) -> float:
+    m = max(values)
+    return m + math.log(math.fsum(math.exp(v - m) for v in values))
+
+
+# --- prepare / run ------------------------------------------------------------------------------
+
+
+def test_run_accepts_list_tuple_dict_and_array():
+    rep = backend.prepare(_reduce_model("ReduceSum", 11, axes=[1], keepdims=0))
+    want = np.array([6.0, 15.0], dtype=np.float32)
+    for inputs in ([X], (X,), {"x": X}, X):
+        (y,) = rep.run(inputs)
+        assert y.dtype == np.float32
+        np.testing.assert_array_equal(y, want)
+
+
+def test_axes_as_graph_input():
+    rep = backend.prepare(_reduce_model("ReduceL2", 18, axes=[0], keepdims=0))
+    axes = np.array([0], dtype=np.int64)
+    want = np.array([math.hypot(1, 4), math.hypot(2, 5), math.hypot(3, 6)], dtype=np.float32)
+    np.testing.assert_allclose(rep.run([X, axes])[0], want, rtol=1e-7)
+    np.testing.assert_allclose(rep.run({"x": X, "axes": axes})[0], want, rtol=1e-7)
+    # the same prepared model, other axes
+    (y,) = rep.run([X, np.array([-1], dtype=np.int64)])
+    np.testing.assert_allclose(y, [math.sqrt(14), math.sqrt(77)], rtol=1e-7)
+
+
+def test_run_rejects_bad_inputs():
+    rep = backend.prepare(_reduce_model("ReduceSum", 13))
+    with pytest.raises(ValueError, match="takes 1 inputs"):
+        rep.run([X, X])
+    with pytest.raises(TypeError, match="list, tuple, dict or array"):
+        rep.run(42)
+
+
+def test_missing_inputs_are_named():
+    rep = backend.prepare(_reduce_model("ReduceL2", 18, axes=[0]))
+    with pytest.raises(ValueError, match=r"missing model inputs \['axes'\]"):
+        rep.run([X])
+    with pytest.raises(ValueError, match=r"missing model inputs \['x'\]"):
+        rep.run({"axes": np.array([0])})
+
+
+def test_prepare_from_serialized_bytes():
+    model = _reduce_model("ReduceSum", 1, keepdims=0)
+    (y,) = backend.prepare(model.SerializeToString()).run([X])
+    assert y == 21
+
+
+def test_input_is_not_modified():
+    x = X.copy()
+    x.setflags(write=False)
+    backend.prepare(_reduce_model("ReduceLogSumExp", 13, axes=[0])).run([x])
+    np.testing.assert_array_equal(x, X)
+
+
+def test_run_model_and_prepare_from_a_file(tmp_path):
+    model = _reduce_model("ReduceLogSumExp", 28, keepdims=0, elem=F64)
+    x = np.array([800.0, 800.0])
+    (y,) = backend.run_model(model, [x])
+    assert y == 800 + math.log(2)
+    path = tmp_path / "lse.onnx"
+    onnx.save(model, str(path))
+    assert backend.prepare(str(path)).run([x])[0] == y
+
+
+def test_devices():
+    assert backend.supports_device("CPU")
+    assert not backend.supports_device("CUDA")
+    assert backend.is_compatible(_reduce_model("ReduceSum", 13))
+    assert not backend.is_compatible(_reduce_model("ReduceSum", 13), "CUDA")
+    with pytest.raises(ValueError, match="CPU only"):
+        backend.prepare(_reduce_model("ReduceSum", 13), "CUDA")
+
+
+# --- run_node -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("op", "opset", "axes_input"),
+    [("ReduceSum", 1, False), ("ReduceSum", 11, False), ("ReduceSum", 13, True),
+     ("ReduceSum", 21, True), ("ReduceL2", 11, False), ("ReduceL2", 13, False),
+     ("ReduceL2", 18, True), ("ReduceLogSumExp", 1, False), ("ReduceLogSumExp", 17, False),
+     ("ReduceLogSumExp", 18, True), ("ReduceLogSumExp", 28, True)],
+)
+def test_run_node_at_opset(op, opset, axes_input):
+    x = X.astype(np.float64)
+    if axes_input:
+        node = oh.make_node(op, ["x", "axes"], ["y"], keepdims=0)
+        inputs = [x, np.array([1], dtype=np.int64)]
+    else:
+        node = oh.make_node(op, ["x"], ["y"], axes=[1], keepdims=0)
+        inputs = [x]
+    (y,) = backend.run_node(node, inputs, opset_version=opset)
+    rows = x.tolist()
+    want = {
+        "ReduceSum": [math.fsum(r) for r in rows],
+        "ReduceL2": [math.sqrt(math.fsum(v * v for v in r)) for r in rows],
+        "ReduceLogSumExp": [_lse(r) for r in rows],
+    }[op]
+    assert y.dtype == np.float64
+    np.testing.assert_allclose(y, want, rtol=1e-15)
+
+
+def test_run_node_dict_inputs_and_default_opset():
+    node = oh.make_node("ReduceLogSumExp", ["x", "axes"], ["y"], keepdims=1)
+    # default: the newest opset onnx knows (LSE-28)
+    (y,) = backend.run_node(node, {"x": X, "axes": np.array([0], dtype=np.int64)})
+    np.testing.assert_allclose(y, [[_lse([1, 4]), _lse([2, 5]), _lse([3, 6])]], rtol=3e-7)
+    with pytest.raises(TypeError, match="ReduceLogSumExp-28"):
+        backend.run_node(node, [np.array([1, 2], dtype=np.int32)])
+
+
+def test_run_node_axes_meaning_depends_on_the_opset():
+    # at opset 13 ReduceL2 takes axes as an attribute: an axes input is refused
+    node = oh.make_node("ReduceL2", ["x", "axes"], ["y"])
+    with pytest.raises(ValueError, match="ReduceL2-13: takes axes as an attribute"):
+        backend.run_node(node, [X, np.array([0], dtype=np.int64)], opset_version=13)
+    node = oh.make_node("ReduceSum", ["x"], ["y"], axes=[0])
+    with pytest.raises(ValueError, match="ReduceSum-13: attribute 'axes' is not defined"):
+        backend.run_node(node, [X], opset_version=13)
+
+
+def test_run_node_delegates_other_ops_to_the_reference():
+    node = oh.make_node("Add", ["a", "b"], ["c"])
+    (c,) = backend.run_node(node, [X, X], opset_version=14)
+    np.testing.assert_array_equal(c, 2 * X)
+    (e,) = backend.run_node(oh.make_node("Exp", ["a"], ["e"]), [np.zeros(2)])
+    np.testing.assert_array_equal(e, [1.0, 1.0])
+
+
+# --- whole graphs -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("opset", [11, 13, 17, 18, 21])
+def test_mixed_exp_reducesum_log(opset):
+    """Exp -> ReduceSum -> Log: ReduceSum by onnx-reduce inside the reference evaluator."""
+    sum_inputs = ["e", "axes"] if opset >= 13 else ["e"]
+    sum_attrs = {} if opset >= 13 else {"axes": [1]}
+    nodes = [
+        oh.make_node("Exp", ["x"], ["e"]),
+        oh.make_node("ReduceSum", sum_inputs, ["s"], keepdims=0, **sum_attrs),
+        oh.make_node("Log", ["s"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(np.array([1], dtype=np.int64), "axes")] if opset >= 13 else []
+    model = _model(nodes, [_vi("x", F64)], [_vi("y", F64)], opset, inits)
+    x = np.array([[0.5, -1.0, 2.0], [3.0, 3.0, -7.0]])
+    (y,) = backend.prepare(model).run([x])
+    want = [math.log(math.fsum(math.exp(v) for v in row)) for row in x.tolist()]
+    np.testing.assert_allclose(y, want, rtol=1e-14)
+
+
+@pytest.mark.parametrize("opset", [11, 13, 18])
+def test_mixed_l2_normalise(opset):
+    """x / ReduceL2(x, axes=[-1]): our L2 does not overflow where a naive one would."""
+    l2_inputs = ["x", "axes"] if opset >= 18 else ["x"]
+    l2_attrs = {} if opset >= 18 else {"axes": [-1]}
+    nodes = [
+        oh.make_node("ReduceL2", l2_inputs, ["n"], keepdims=1, **l2_attrs),
+        oh.make_node("Div", ["x", "n"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(np.array([-1], dtype=np.int64), "axes")] if opset >= 18 else []
+    model = _model(nodes, [_vi("x")], [_vi("y")], opset, inits)
+    x = np.array([[3e30, 4e30], [3.0, -4.0], [0.0, 2.0]], dtype=np.float32)
+    (y,) = backend.prepare(model).run({"x": x})
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(y, [[0.6, 0.8], [0.6, -0.8], [0.0, 1.0]], rtol=3e-7)
+
+
+def test_graph_of_our_ops_with_axes_initializers():
+    """ReduceSum (axes initializer) -> ReduceLogSumExp (axes initializer), opset 18: run direct."""
+    inits = [numpy_helper.from_array(np.array([1], dtype=np.int64), "ax1"),
+             numpy_helper.from_array(np.array([0], dtype=np.int64), "ax0")]
+    nodes = [oh.make_node("ReduceSum", ["x", "ax1"], ["s"], keepdims=1),
+             oh.make_node("ReduceLogSumExp", ["s", "ax0"], ["y"], keepdims=0)]
+    model = _model(nodes, [_vi("x", F64)], [_vi("y", F64)], 18, inits)
+    rep = backend.prepare(model)
+    assert rep.input_names == ["x"]
+    x = np.array([[400.0, 400.0], [399.0, 401.0], [-1.0, 1.0]])
+    (y,) = rep.run([x])
+    assert y.shape == (1,)
+    np.testing.assert_allclose(y, [_lse([800.0, 800.0, 0.0])], rtol=1e-15)
+
+
+def test_graph_of_our_ops_at_old_opset():
+    nodes = [oh.make_node("ReduceL2", ["x"], ["n"], axes=[0], keepdims=0),
+             oh.make_node("ReduceSum", ["n"], ["y"], keepdims=0)]
+    model = _model(nodes, [_vi("x", TensorProto.INT64)], [_vi("y", TensorProto.INT64)], 1)
+    (y,) = backend.prepare(model).run([np.array([[3, 5], [4, 12]], dtype=np.int64)])
+    assert y.dtype == np.int64
+    assert y.shape == ()
+    assert int(y) == 5 + 13
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+
+def test_errors_name_op_and_version_direct_path():
+    rep = backend.prepare(_reduce_model("ReduceSum", 13, elem=TensorProto.INT8))
+    with pytest.raises(TypeError, match=r"ReduceSum-13: data type 'int8'"):
+        rep.run([np.array([1, 2], dtype=np.int8)])
+    rep = backend.prepare(_reduce_model("ReduceL2", 18, axes=[5]))
+    with pytest.raises(ValueError, match=r"ReduceL2-18: axis 5 is out of range"):
+        rep.run([X, np.array([5], dtype=np.int64)])
+    rep = backend.prepare(_reduce_model("ReduceLogSumExp", 11, axes=[0, -2]))
+    with pytest.raises(ValueError, match=r"ReduceLogSumExp-11: axes \[0, -2\] name the same"):
+        rep.run([X])
+
+
+def test_errors_name_op_and_version_inside_a_mixed_graph():
+    nodes = [oh.make_node("Identity", ["x"], ["t"]),
+             oh.make_node("ReduceL2", ["t"], ["y"], axes=[2])]
+    rep = backend.prepare(_model(nodes, [_vi("x")], [_vi("y")], 13))
+    with pytest.raises(ValueError, match="ReduceL2-13: axis 2 is out of range"):
+        rep.run([X])
+    nodes = [oh.make_node("Identity", ["x"], ["t"]), oh.make_node("ReduceLogSumExp", ["t"], ["y"])]
+    model = _model(nodes, [_vi("x", TensorProto.BFLOAT16)], [_vi("y", TensorProto.BFLOAT16)], 11)
+    from onnx_reduce.spec import bfloat16
+
+    with pytest.raises(TypeError, match="ReduceLogSumExp-11: data type 'bfloat16'"):
+        backend.prepare(model).run([np.ones(2, dtype=bfloat16)])
