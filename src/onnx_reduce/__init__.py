@@ -23,6 +23,7 @@ __all__ = [
     "__version__",
     "backend",
     "expand",
+    "expand_model",
     "infer_shape",
     "reduce_l2",
     "reduce_log_sum_exp",
@@ -31,12 +32,18 @@ __all__ = [
 ]
 
 
+#: Front doors that need onnx load on first use, keeping `import onnx_reduce` light.
+_LAZY = {
+    "expand": ("lowering", "expand"),
+    "expand_model": ("lowering", "expand_model"),
+    "reference_ops": ("reference_plugin", "reference_ops"),
+}
+
+
 def __getattr__(name: str) -> Any:
-    # The onnx-dependent front doors load on first use, keeping `import onnx_reduce` light.
     if name == "backend":
         return importlib.import_module(".backend", __name__)
-    if name == "expand":
-        return importlib.import_module(".expand", __name__).expand
-    if name == "reference_ops":
-        return importlib.import_module(".reference_ops", __name__).reference_ops
+    if name in _LAZY:
+        module, attribute = _LAZY[name]
+        return getattr(importlib.import_module(f".{module}", __name__), attribute)
     raise AttributeError(f"module 'onnx_reduce' has no attribute {name!r}")

@@ -24,7 +24,7 @@ from onnx import numpy_helper
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType
 
 from .pipeline import execute
-from .reference_ops import reference_ops
+from .reference_plugin import reference_ops
 from .spec import OPS, OpVersion, resolve
 
 

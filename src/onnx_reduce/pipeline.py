@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from .kernels.dispatch import run_kernel
-from .plan import make_plan
+from .plan import ReductionPlan, make_plan
 from .spec import OpVersion, validate
 
 
@@ -30,6 +31,55 @@ def execute(
     """
     if not isinstance(data, np.ndarray):
         raise TypeError(f"{ver.label}: data must be a numpy array, got {type(data).__name__}")
-    request = validate(ver, data.dtype, attributes, axes_input)
-    plan = make_plan(request, data.shape)
+    plan = plan_call(ver, data.dtype, data.shape, attributes, axes_input)
     return np.asarray(run_kernel(ver.op, data, plan))
+
+
+def plan_call(
+    ver: OpVersion,
+    dtype: np.dtype,
+    shape: tuple[int, ...],
+    attributes: Mapping[str, Any],
+    axes_input: np.ndarray | None = None,
+) -> ReductionPlan:
+    """Validate one call and plan it.
+
+    Valid calls are memoized: repeated calls with the same dtype, shape, attributes and axes skip
+    straight to the kernel. Invalid ones are not cached, so they raise every time."""
+    key = _call_key(attributes, axes_input)
+    if key is None:
+        return make_plan(validate(ver, dtype, attributes, axes_input), shape)
+    return _planned(ver, dtype, shape, *key)
+
+
+@functools.lru_cache(maxsize=4096)
+def _planned(
+    ver: OpVersion, dtype: np.dtype, shape: tuple[int, ...], attributes: tuple, axes: tuple | None
+) -> ReductionPlan:
+    restored = {name: list(value) if isinstance(value, tuple) else value
+                for name, value in attributes}
+    axes_input = None if axes is None else np.array(axes, dtype=np.int64)
+    return make_plan(validate(ver, dtype, restored, axes_input), shape)
+
+
+def _call_key(
+    attributes: Mapping[str, Any], axes_input: np.ndarray | None
+) -> tuple[tuple, tuple | None] | None:
+    """A hashable form of a call's attributes and axes, or None where the plain path must judge
+    (unusual types, an axes input that is not a 1-D int64 array)."""
+    items = []
+    for name, value in attributes.items():
+        if isinstance(value, (list, tuple)):
+            if not all(type(v) is int for v in value):
+                return None
+            value = tuple(value)
+        elif type(value) not in (int, bool):
+            return None
+        items.append((name, value))
+    if axes_input is None:
+        return tuple(items), None
+    if not (isinstance(axes_input, np.ndarray) and axes_input.dtype == np.int64
+            and axes_input.ndim == 1):
+        return None
+    return tuple(items), tuple(axes_input.tolist())
+

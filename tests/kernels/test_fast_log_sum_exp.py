@@ -259,6 +259,22 @@ def test_special_values(dtype, layout):
     assert_close(x, axes, fast_lse(x, axes))
 
 
+def test_long_rows_read_once_in_chunks():
+    # Narrow floats read rows longer than CHUNK once, rescaling when a chunk raises the maximum.
+    n = 3 * lse_module.CHUNK + 123
+    rising = np.sort(sample((2, n), np.float32, seed=14), axis=1)
+    assert_close(rising, (1,), fast_lse(rising, [1]))
+    late = sample((4, n), np.float16, seed=15, scale=2.0)
+    late[0, : lse_module.CHUNK + 5] = -np.inf  # the first chunk is all -inf
+    late[1, 2 * lse_module.CHUNK + 7] = np.inf  # +inf in the third chunk
+    late[2, n - 1] = np.nan  # NaN in the last chunk, after finite values
+    late[3, 5] = np.inf
+    late[3, n - 2] = -np.nan
+    assert_close(late, (1,), fast_lse(late, [1]))
+    falling = np.ascontiguousarray(rising[:, ::-1]).astype(bfloat16)
+    assert_close(falling, (1,), fast_lse(falling, [1]))
+
+
 def test_float64_extremes():
     cases = {
         (800.0, 800.0): None,
@@ -301,9 +317,28 @@ def test_unserved_cases_return_none():
     empty = np.zeros((2, 0), np.float32)
     plan = make_plan(Request(ver, (1,), True, False), empty.shape)
     assert lse_module.reduce_log_sum_exp(empty, plan) is None
+    unaligned = np.frombuffer(bytearray(4 * 15 + 1), np.float32, count=15, offset=1)
+    plan = make_plan(Request(ver, (0,), True, False), unaligned.shape)
+    assert lse_module.reduce_log_sum_exp(unaligned, plan) is None
     broadcast = np.broadcast_to(np.float32(1), (3, 5))
     plan = make_plan(Request(ver, (1,), True, False), broadcast.shape)
     assert lse_module.reduce_log_sum_exp(broadcast, plan) is None
+
+
+def test_no_whole_input_copies():
+    import tracemalloc
+
+    x = sample((2048, 2048), np.float32, seed=16)  # 16 MiB
+    views = [(x, (0,)), (x[::-1, ::-1], (0,)), (x[::-1, ::2], (1,)), (x.T, (1,)), (x, None)]
+    for view, axes in views:
+        fast_lse(view, axes)  # compiled and cached before measuring
+        tracemalloc.start()
+        try:
+            got = fast_lse(view, axes)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak <= 0.05 * x.nbytes + 2 * got.nbytes, (axes, peak)
 
 
 def test_import_does_not_load_numba():
@@ -348,7 +383,7 @@ def test_exp_against_mpmath():
             if x >= -700.0:
                 short = exp_module.exp_nonpos_short(float(x))
                 worst_short = max(worst_short, float(abs(mpmath.mpf(short) - exact) / exact))
-    assert worst <= 0.65
+    assert worst <= 0.7  # measured 0.64 on 180,000 points: close to correctly rounded
     assert worst_short <= 2.0**-36
     assert exp_module.exp_nonpos(0.0) == 1.0
     assert exp_module.exp_nonpos(-746.0) == 0.0

@@ -141,7 +141,8 @@ class BenchResults:
             lines += [f"Command: `{self.command}`", ""]
         lines.append(
             f"{len(self.rows)} cells, up to {self.repeats} interleaved samples per runner and cell "
-            f"(median reported), {self.threads} threads for onnxruntime and numba, "
+            f"(median reported), {self.threads} thread{'s' if self.threads != 1 else ''} for "
+            "onnxruntime and numba, "
             f"{self.elapsed_seconds:.0f} s in all."
         )
         if self.roofline_gbps:
@@ -170,7 +171,7 @@ class BenchResults:
                     per = counts.setdefault(runner, {})
                     per[r["dtype"]] = per.get(r["dtype"], 0) + 1
         parts = [
-            f"{runner} in {sum(per.values())} cells ("
+            f"{runner} in {sum(per.values())} cell{'s' if sum(per.values()) != 1 else ''} ("
             + ", ".join(f"{dtype} {n}" for dtype, n in per.items()) + ")"
             for runner, per in counts.items()
         ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 from ..spec.validate import Request, check_axes, check_nonempty
 
@@ -25,20 +26,20 @@ class ReductionPlan:
     noop: bool
     """Empty axes with ``noop_with_empty_axes``: only the elementwise part is applied."""
 
-    @property
+    @cached_property
     def kept_axes(self) -> tuple[int, ...]:
         return tuple(i for i in range(len(self.shape)) if i not in self.axes)
 
-    @property
+    @cached_property
     def kept_shape(self) -> tuple[int, ...]:
         return tuple(self.shape[i] for i in self.kept_axes)
 
-    @property
+    @cached_property
     def reduced_size(self) -> int:
         """How many elements each output element reduces (1 for a no-op)."""
         return math.prod(self.shape[i] for i in self.axes)
 
-    @property
+    @cached_property
     def output_shape(self) -> tuple[int, ...]:
         if self.noop:
             return self.shape

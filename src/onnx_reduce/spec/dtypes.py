@@ -39,7 +39,11 @@ def onnx_type_name(dtype: np.dtype) -> str:
     >>> onnx_type_name(np.dtype(np.float32))
     'float'
     """
-    return _ONNX_NAMES.get(np.dtype(dtype), np.dtype(dtype).name)
+    name = _ONNX_NAMES.get(dtype)  # the common case: already a dtype, no conversion
+    if name is None:
+        dtype = np.dtype(dtype)
+        name = _ONNX_NAMES.get(dtype, dtype.name)
+    return name
 
 
 def is_float(dtype: np.dtype) -> bool:

@@ -21,9 +21,10 @@ _NUMERIC_V13 = _NUMERIC_V1 | {"bfloat16"}
 _FLOATS = frozenset({"bfloat16", "float16", "float", "double"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class OpVersion:
-    """One version of one operator, as its schema defines it."""
+    """One version of one operator, as its schema defines it (one instance per version: compared
+    and hashed by identity)."""
 
     op: str
     version: int

@@ -11,10 +11,11 @@ log-sum-exp kernels use this polynomial instead, inlined into their loops:
   the subnormal range (``x >= -745.2``) are rounded once.
 
 :func:`exp_nonpos` expects ``-746 <= x <= 0``, :func:`exp_nonpos_short` ``-700 <= x <= 0``
-(callers clamp), and no NaN. Measured against mpmath over
-[-745, 0]: :func:`exp_nonpos` is within 0.52 ulp of exp (normal results), :func:`exp_nonpos_short`
-within 2**-37 relative error. They are compiled without fast-math flags, so the shifter trick
-survives inlining into ``fastmath={"reassoc"}`` loops.
+(callers clamp), and no NaN. Measured against mpmath on 180,000 points of [-745, 0]:
+:func:`exp_nonpos` is within 0.64 ulp of exp for normal results (0.73 subnormal ulp below
+2**-1022), :func:`exp_nonpos_short` within 2**-37.7 relative error. They are compiled with
+``contract`` only (FMA), never ``reassoc``, and numba calls them rather than inlining their IR,
+so the shifter trick keeps its flags inside ``fastmath={"reassoc"}`` loops.
 
 >>> import math
 >>> abs(exp_nonpos(-1.5) - math.exp(-1.5)) <= math.ulp(math.exp(-1.5))
@@ -30,7 +31,15 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-__all__ = ["as_float32", "as_float64", "as_int32", "as_int64", "exp_nonpos", "exp_nonpos_short"]
+__all__ = [
+    "as_float32",
+    "as_float64",
+    "as_int32",
+    "as_int64",
+    "exp_nonpos",
+    "exp_nonpos_short",
+    "half_to_float64",
+]
 
 
 @intrinsic
@@ -79,6 +88,23 @@ def as_int32(typingctx, value):  # type: ignore[no-untyped-def]
         return builder.bitcast(args[0], ir.IntType(32))
 
     return types.int32(types.float32), codegen
+
+
+@intrinsic
+def half_to_float64(typingctx, bits):  # type: ignore[no-untyped-def]
+    """float16 bits (uint16) -> float64, exact, inside numba only.
+
+    An LLVM ``fpext half``: with F16C it vectorizes to ``vcvtph2ps`` (subnormals, inf and NaN
+    included), several times faster than decoding the bits by hand.
+    """
+    if bits != types.uint16:
+        return None
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        half = builder.bitcast(args[0], ir.HalfType())
+        return builder.fpext(half, ir.DoubleType())
+
+    return types.float64(types.uint16), codegen
 
 
 _INV_LN2 = 1.4426950408889634

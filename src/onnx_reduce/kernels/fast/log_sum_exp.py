@@ -3,18 +3,23 @@
 Every output is ``m + log1p(sum_{x<m} exp(x - m) + count(x == m) - 1)`` with ``m`` the maximum,
 like the reference path, computed in float64 and rounded once to the input dtype:
 
-* pass 1 finds ``m`` as an integer maximum of order-preserving keys of the float bits (it
-  vectorizes, unlike a float maximum that must keep NaN), plus the largest magnitude bits, which
-  tell whether a NaN is present; a NaN, +inf or all--inf output skips pass 2;
-* pass 2 adds ``exp(x - m)`` with the polynomial :mod:`._exp` (float64 inputs get the
-  half-ulp one, narrower inputs the 2**-37 one) in blocks summed with reassociation, the block
-  sums folded with Neumaier's compensated summation, and counts the ties with ``m``.
+* the maximum is an integer maximum of order-preserving keys of the float bits (it vectorizes,
+  unlike a float maximum that must keep NaN), plus the largest magnitude bits, which tell
+  whether a NaN is present; a NaN, +inf or all--inf output needs no exponentials;
+* ``exp(x - m)`` is the polynomial of :mod:`._exp` (float64 inputs get the half-ulp one,
+  narrower inputs the 2**-37 one), added in blocks with reassociation (vectorized), the block
+  sums folded with Neumaier's compensated summation; the ties with ``m`` are counted apart, so
+  a tiny result (``[0, -40]`` -> 4.25e-18) keeps its digits.
 
-Layouts come from :func:`._common.canonical` (no copy, any strides). Rows: the innermost dim
-is reduced (inner, all, non-adjacent axes); each output reads its reduced elements twice, the
-second time from cache; few outputs are cut in pieces that threads share, combined in a fixed
-order (results do not depend on the thread count). Columns: the innermost dim is kept (outer,
-middle); a work item owns a block of adjacent outputs whose row slices stay in cache.
+Layouts come from :func:`._common.canonical` (no copy, any strides, never a whole-array copy).
+Rows (the innermost dim is reduced: inner, all, non-adjacent axes): float64 finds each output's
+maximum, then adds its terms; narrower floats read a row once, in chunks of ``CHUNK`` elements
+(the maximum of a chunk, then its terms from cache, rescaling the sums when the maximum grows).
+Few outputs are cut in pieces that threads share, combined in a fixed order, so results do not
+depend on the thread count. Columns (the innermost dim is kept: outer, middle): a work item owns
+``COLUMN_BYTES`` of adjacent outputs and walks the reduced rows four at a time (maximum pass,
+then terms pass), accumulators in L1. Inputs under ``PARALLEL_MIN`` elements run on the calling
+thread (a parallel launch costs ~20 us); parallel launches hold ``_common.parallel_section()``.
 
 >>> from onnx_reduce.spec import Request, resolve
 >>> from onnx_reduce.plan import make_plan
@@ -29,8 +34,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from llvmlite import ir
 from numba import njit, prange, types
-from numba.extending import overload
+from numba.core import cgutils
+from numba.extending import intrinsic, overload
 
 from ...plan import ReductionPlan
 from ...spec.dtypes import bfloat16
@@ -44,7 +51,7 @@ from ._common import (
     store,
     widen,
 )
-from ._exp import as_float32, exp_nonpos, exp_nonpos_short
+from ._exp import as_float32, exp_nonpos, exp_nonpos_short, half_to_float64
 
 __all__ = ["reduce_log_sum_exp"]
 
@@ -76,6 +83,8 @@ def reduce_log_sum_exp(data: np.ndarray, plan: ReductionPlan) -> np.ndarray | No
         return None
     if data.size == 0:
         return np.empty(plan.output_shape, dtype)
+    if not data.flags.aligned:  # numba cannot read it (and it must not poison the cache)
+        return None
     if data.flags.c_contiguous:  # the common case: geometry cached, canonical order = input's
         key = (data.shape, dtype, plan.axes)
         job = _JOBS.get(key)
@@ -168,6 +177,18 @@ def _magnitude(bits, i):  # pragma: no cover - njit only
 def _from_key(bits, key, magnitude):  # pragma: no cover - njit only
     """The float64 value of a key; NaN when ``magnitude`` says a NaN was seen."""
     raise NotImplementedError
+
+
+def _wide(v):  # pragma: no cover - njit only
+    """One storage element -> float64 (float16 through the hardware conversion)."""
+    raise NotImplementedError
+
+
+@overload(_wide, inline="always")
+def _wide_impl(v):
+    if v == types.uint16:
+        return lambda v: half_to_float64(v)
+    return lambda v: widen(v)
 
 
 def _term(base, d):  # pragma: no cover - njit only
@@ -332,7 +353,7 @@ def _terms_contiguous(base, start, count, m):
     ties = 0.0
     seg = base[start:start + count]
     for i in range(seg.size):
-        x = widen(seg[i])
+        x = _wide(seg[i])
         e = _term(base, x - m)
         tail += e if x < m else 0.0
         ties += 1.0 if x == m else 0.0
@@ -345,7 +366,7 @@ def _terms_strided(base, start, count, step, m):
     ties = 0.0
     seg = base[start:start + (count - 1) * step + 1:step]
     for i in range(seg.size):
-        x = widen(seg[i])
+        x = _wide(seg[i])
         e = _term(base, x - m)
         tail += e if x < m else 0.0
         ties += 1.0 if x == m else 0.0
@@ -455,16 +476,50 @@ def _row_online(base, bits, off, rs, rst, n, step, a, b, block):
     return m, top, hi, lo, ties
 
 
+@intrinsic
+def _prefetch(typingctx, arr, index):
+    """Hint the cache line of ``arr[index]`` into L2 (``llvm.prefetch``; no fault, no effect)."""
+    if not isinstance(arr, types.Array) or not isinstance(index, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]],
+                                       wraparound=False, boundscheck=False)
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 2), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(arr, index), codegen
+
+
+@njit(cache=True)
+def _prefetch_row(bits, offset, ks, kst, rs, n, step, t, outputs):
+    """Prefetch the first CHUNK elements of contiguous row ``t``: its memory arrives while the
+    current row's exponentials (computed from cache) keep the core busy."""
+    if t >= outputs or rs.size != 0 or step != 1:
+        return
+    start = offset + _offset(t, ks, kst)
+    line = max(1, 64 // bits.itemsize)
+    for i in range(0, min(n, CHUNK), line):
+        _prefetch(bits, start + i)
+
+
 @njit(cache=True, parallel=True)
 def _rows_parallel(base, bits, offset, ks, kst, rs, rst, n, step, block, out):
     for i in prange(out.size):
         t = np.int64(i)  # prange indices may be unsigned; int64 + uint64 is float64 in numba
+        _prefetch_row(bits, offset, ks, kst, rs, n, step, t + 1, out.size)
         store(out, t, _row(base, bits, offset, ks, kst, rs, rst, n, step, block, t))
 
 
 @njit(cache=True)
 def _rows_serial(base, bits, offset, ks, kst, rs, rst, n, step, block, out):
     for t in range(out.size):
+        _prefetch_row(bits, offset, ks, kst, rs, n, step, t + 1, out.size)
         store(out, t, _row(base, bits, offset, ks, kst, rs, rst, n, step, block, t))
 
 
@@ -594,7 +649,7 @@ def _column_add(seg, peaks, his, los, ties):
     """Add one row slice's terms into the per-output accumulators (float64: compensated)."""
     if _compensated(seg):
         for j in range(seg.size):
-            x = widen(seg[j])
+            x = _wide(seg[j])
             m = peaks[j]
             v = _term(seg, x - m) if x < m else 0.0
             t = his[j] + v
@@ -603,7 +658,7 @@ def _column_add(seg, peaks, his, los, ties):
             ties[j] += 1.0 if x == m else 0.0
     else:
         for j in range(seg.size):
-            x = widen(seg[j])
+            x = _wide(seg[j])
             m = peaks[j]
             his[j] += _term(seg, x - m) if x < m else 0.0
             ties[j] += 1.0 if x == m else 0.0
@@ -698,10 +753,10 @@ def _add4(s0, s1, s2, s3, peaks, his, los, ties):
     if _compensated(s0):
         for j in range(peaks.size):
             m = peaks[j]
-            x0 = widen(s0[j])
-            x1 = widen(s1[j])
-            x2 = widen(s2[j])
-            x3 = widen(s3[j])
+            x0 = _wide(s0[j])
+            x1 = _wide(s1[j])
+            x2 = _wide(s2[j])
+            x3 = _wide(s3[j])
             hi, lo = _neumaier(his[j], los[j], _term(s0, x0 - m) if x0 < m else 0.0)
             hi, lo = _neumaier(hi, lo, _term(s0, x1 - m) if x1 < m else 0.0)
             hi, lo = _neumaier(hi, lo, _term(s0, x2 - m) if x2 < m else 0.0)
@@ -713,10 +768,10 @@ def _add4(s0, s1, s2, s3, peaks, his, los, ties):
     else:
         for j in range(peaks.size):
             m = peaks[j]
-            x0 = widen(s0[j])
-            x1 = widen(s1[j])
-            x2 = widen(s2[j])
-            x3 = widen(s3[j])
+            x0 = _wide(s0[j])
+            x1 = _wide(s1[j])
+            x2 = _wide(s2[j])
+            x3 = _wide(s3[j])
             t01 = (_term(s0, x0 - m) if x0 < m else 0.0) + (_term(s0, x1 - m) if x1 < m else 0.0)
             t23 = (_term(s0, x2 - m) if x2 < m else 0.0) + (_term(s0, x3 - m) if x3 < m else 0.0)
             his[j] += t01 + t23

@@ -15,8 +15,9 @@ Small C-contiguous inputs with a leading or trailing run of axes take a one-call
 (:func:`_small`) that skips the canonical form; large ones run on all threads.
 
 float16/bfloat16/float32 accumulate in float64 and round once (float16/bfloat16 via a
-round-to-odd float32). float64 sums 64-element blocks (vectorized) and folds the block sums with
-Neumaier's compensated summation; the column kernel adds every element with Knuth's TwoSum. The
+round-to-odd float32). float64 sums 512-element blocks (vectorized) and folds the block sums
+with Neumaier's compensated summation; the column kernel adds rows four at a time (pairwise)
+and folds each such sum in with Knuth's TwoSum. The
 error is then about one ulp plus a small multiple of 2**-53 * sum(|x|), however long the
 reduction. ReduceL2 of float64 squares unscaled; the outputs whose sum of squares overflowed or
 may have lost bits to underflow are redone, scaled by a power of two. NaN anywhere gives NaN,
@@ -53,8 +54,8 @@ from ._common import (
     widen,
 )
 
-#: Elements per block of a compensated (float64) row sum.
-BLOCK = 64
+#: Elements per block of a compensated (float64) row sum (the block is summed in vector lanes).
+BLOCK = 512
 #: Adjacent outputs one column-kernel work item accumulates.
 COLUMNS = 4096
 #: Below this many input elements the kernels run on the calling thread only.
@@ -169,6 +170,8 @@ def _run(base, geo, inner, n_out, kept, n_red, size, square, dtype, acc, out) ->
     """Run the row (``inner``) or column kernel, on all threads for large inputs."""
     comp = dtype == _F64
     threads = num_threads() if size >= PARALLEL_MIN else 1
+    # partial sums (pieces per output) stay under 1/64 of the input
+    most = size * dtype.itemsize // (64 * n_out * (16 if comp else 8))
     if inner:
         nk, nr = int(geo[0]), int(geo[1])
         row = int(geo[1 + 2 * nk + nr])  # length of the innermost reduced dim
@@ -177,16 +180,14 @@ def _run(base, geo, inner, n_out, kept, n_red, size, square, dtype, acc, out) ->
             block = max(1, min(ROW_BLOCK_BYTES // (row * dtype.itemsize), 64,
                                n_out // (4 * threads)))
         n_base = -(-n_out // block)
-        pieces = _pieces(n_base, threads, n_red // MIN_PIECE_ELEMENTS)
+        pieces = _pieces(n_base, threads, min(most, n_red // MIN_PIECE_ELEMENTS))
         work, parallel = _rows_work, _rows_parallel
         args = (base, geo, block, pieces, square, comp, out)
     else:
         n_base = (n_out // kept[-1]) * -(-kept[-1] // COLUMNS)
-        pieces = _pieces(n_base, threads, n_red // MIN_PIECE_ROWS)
+        pieces = _pieces(n_base, threads, min(most, n_red // MIN_PIECE_ROWS))
         work, parallel = _cols_work, _cols_parallel
         args = (base, geo, pieces, square, comp, out)
-    # the partial sums stay under 1/64 of the input
-    pieces = max(1, min(pieces, size * dtype.itemsize // (64 * n_out * (16 if comp else 8))))
     if pieces > 1:
         hi = np.empty(n_out * pieces, acc)
         lo = np.empty(n_out * pieces, acc) if comp else hi
@@ -308,7 +309,7 @@ def _offset(index, sizes, strides, last):
     return off
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=REASSOC)
 def _rows_range(base, offs, m, rsz, rst, lo, hi, square, comp, s, c):
     """Add flat reduced indices ``[lo, hi)`` of the ``m`` outputs at element offsets
     ``offs[:m]`` into ``s[:m]`` (and ``c``). Row by row, all ``m`` outputs take the same row:
@@ -324,7 +325,23 @@ def _rows_range(base, offs, m, rsz, rst, lo, hi, square, comp, s, c):
         n = min(n_in - j, hi - pos)
         for k in range(m):
             a = offs[k] + row
-            if comp:
+            if comp and s_in == 1:
+                sk = s[k]
+                ck = c[k]
+                for b in range(0, n, BLOCK):
+                    seg = base[a + b:a + min(b + BLOCK, n)]
+                    part = 0.0
+                    if square:
+                        for i in range(seg.size):
+                            v = widen(seg[i])
+                            part += v * v
+                    else:
+                        for i in range(seg.size):
+                            part += widen(seg[i])
+                    sk, ck = _fold(sk, ck, part)
+                s[k] = sk
+                c[k] = ck
+            elif comp:
                 sk = s[k]
                 ck = c[k]
                 for b in range(0, n, BLOCK):
@@ -332,6 +349,17 @@ def _rows_range(base, offs, m, rsz, rst, lo, hi, square, comp, s, c):
                                                     square))
                 s[k] = sk
                 c[k] = ck
+            elif s_in == 1:  # inline: a call per short row costs as much as the row
+                seg = base[a:a + n]
+                acc = s[k]
+                if square:
+                    for i in range(n):
+                        v = widen(seg[i])
+                        acc += v * v
+                else:
+                    for i in range(n):
+                        acc += widen(seg[i])
+                s[k] = acc
             else:
                 s[k] += _segment(base, a, n, s_in, square)
         pos += n
@@ -348,7 +376,7 @@ def _unpack(geo):
             geo[2 + 2 * nk + nr:2 + 2 * nk + 2 * nr])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, fastmath=REASSOC)
 def _rows_work(base, geo, block, pieces, square, comp, out, hi, lo, w0, w1):
     """Work items ``[w0, w1)`` of the row kernel: item ``w`` is piece ``w % pieces`` of the
     ``block`` outputs from ``(w // pieces) * block`` on (canonical kept order)."""
@@ -360,6 +388,23 @@ def _rows_work(base, geo, block, pieces, square, comp, out, hi, lo, w0, w1):
     for d in range(rsz.size):
         n_red *= rsz[d]
     zero = _zero(widen(base[0]))
+    if block == 1 and pieces == 1 and rsz.size == 1 and rst[0] == 1 and not comp:
+        # one contiguous row per output: no per-output calls (short rows are common)
+        n = rsz[0]
+        nk = ksz.size
+        for o in range(w0, w1):
+            a = o * kst[0] if nk == 1 else _offset(o, ksz, kst, nk)
+            seg = base[a:a + n]
+            acc = zero
+            if square:
+                for i in range(n):
+                    v = widen(seg[i])
+                    acc += v * v
+            else:
+                for i in range(n):
+                    acc += widen(seg[i])
+            _finish(out, o, acc, zero, square)
+        return
     offs = np.empty(block, np.int64)
     s = np.full(block, zero)
     c = np.full(block, zero)
@@ -400,8 +445,9 @@ def _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, square, comp):
     the column accumulators; Neumaier-folded when ``comp`` (no fastmath here: it would
     cancel ``c``; the loops over ``j`` vectorize without it)."""
     nr = rsz.size
-    if step == 1 and not comp:
+    if step == 1:
         # four rows at a time: a quarter of the accumulator traffic and of the per-row cost
+        # (float64: the four are added pairwise, then folded in with TwoSum)
         while r0 + 4 <= r1:
             a0 = off + (r0 * rst[0] if nr == 1 else _offset(r0, rsz, rst, nr))
             a1 = off + ((r0 + 1) * rst[0] if nr == 1 else _offset(r0 + 1, rsz, rst, nr))
@@ -411,7 +457,27 @@ def _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, square, comp):
             x1 = base[a1:a1 + width]
             x2 = base[a2:a2 + width]
             x3 = base[a3:a3 + width]
-            if square:
+            if comp and square:
+                for j in range(width):
+                    v0 = widen(x0[j])
+                    v1 = widen(x1[j])
+                    v2 = widen(x2[j])
+                    v3 = widen(x3[j])
+                    v = (v0 * v0 + v1 * v1) + (v2 * v2 + v3 * v3)
+                    sj = s[j]
+                    t = sj + v
+                    z = t - sj
+                    c[j] += (sj - (t - z)) + (v - z)
+                    s[j] = t
+            elif comp:
+                for j in range(width):
+                    v = (widen(x0[j]) + widen(x1[j])) + (widen(x2[j]) + widen(x3[j]))
+                    sj = s[j]
+                    t = sj + v
+                    z = t - sj
+                    c[j] += (sj - (t - z)) + (v - z)
+                    s[j] = t
+            elif square:
                 for j in range(width):
                     v0 = widen(x0[j])
                     v1 = widen(x1[j])

@@ -1,5 +1,6 @@
-"""onnx_reduce.expand: the spec's function bodies and the stable lowering, run through onnxruntime
-and onnx.reference (without our plug-in) and compared with our kernels at the same version."""
+"""onnx_reduce.lowering (expand, expand_model): the spec's function bodies and the stable
+lowering, run through onnxruntime and onnx.reference (without our plug-in) and compared with
+our kernels at the same version."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from onnx import TensorProto
 from onnx.reference import ReferenceEvaluator
 
 import onnx_reduce
-from onnx_reduce.expand import expand, expand_model
+from onnx_reduce.lowering import expand, expand_model
 
 L2, LSE, SUM = "ReduceL2", "ReduceLogSumExp", "ReduceSum"
 BF16 = np.dtype(ml_dtypes.bfloat16)

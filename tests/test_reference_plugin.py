@@ -1,5 +1,6 @@
-"""onnx_reduce.reference_ops: our three operators plugged into onnx.reference.ReferenceEvaluator,
-in models that mix them with the reference's own operators, at several opsets."""
+"""onnx_reduce.reference_plugin (reference_ops): our three operators plugged into
+onnx.reference.ReferenceEvaluator, in models that mix them with the reference's own operators,
+at several opsets."""
 
 from __future__ import annotations
 
@@ -336,7 +337,7 @@ def test_inside_a_local_function_once_inlined():
 
 
 def test_reference_ops_callable_after_submodule_import():
-    import onnx_reduce.reference_ops  # binds the submodule on the package
+    import onnx_reduce.reference_plugin  # importing the submodule must not shadow the function
 
     ops = onnx_reduce.reference_ops()
     assert sorted(op.__name__ for op in ops) == sorted([SUM, L2, LSE])

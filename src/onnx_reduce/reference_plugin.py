@@ -12,8 +12,6 @@
 
 from __future__ import annotations
 
-import sys
-import types
 from typing import Any
 
 import numpy as np
@@ -58,14 +56,3 @@ def reference_ops() -> list[type[OpRun]]:
     """``new_ops`` for :class:`onnx.reference.ReferenceEvaluator`: ReduceSum, ReduceL2 and
     ReduceLogSumExp served by onnx-reduce, every version."""
     return [type(op, (_OnnxReduceOp,), {}) for op in OPS]
-
-
-class _CallableModule(types.ModuleType):
-    """Importing this submodule binds ``onnx_reduce.reference_ops`` to the module, shadowing the
-    function the package exports lazily under the same name; calling the module calls it."""
-
-    def __call__(self) -> list[type[OpRun]]:
-        return reference_ops()
-
-
-sys.modules[__name__].__class__ = _CallableModule

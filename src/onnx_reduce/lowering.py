@@ -17,8 +17,6 @@ such node of a model.
 from __future__ import annotations
 
 import contextlib
-import sys
-import types
 from typing import Any
 
 import numpy as np
@@ -401,14 +399,3 @@ def _free_prefix(base: str, taken: set[str]) -> str:
         prefix = f"{base}_{n}"
     taken.update({prefix + "/"})
     return prefix
-
-
-class _CallableModule(types.ModuleType):
-    """Importing this submodule binds ``onnx_reduce.expand`` to the module, shadowing the
-    function the package exports lazily under the same name; calling the module calls it."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> list[onnx.NodeProto]:
-        return expand(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
