@@ -31,10 +31,8 @@ def _numba_kernel() -> Any:
             step = (n + nchunks - 1) // nchunks
             partial = np.zeros(nchunks, np.float64)
             for c in prange(nchunks):
-                acc = np.float32(0.0)
-                for i in range(c * step, min(n, (c + 1) * step)):
-                    acc += x[i]
-                partial[c] = acc
+                # the sum of a slice vectorizes (an indexed loop over a range does not)
+                partial[c] = x[c * step:min(n, (c + 1) * step)].sum()
             return partial.sum()
 
         _kernel = chunked_sum

@@ -17,7 +17,7 @@ from .errors import UserError, user_errors
 from .files import atomic_path, check_writable
 from .group import Settings
 from .options import split_list
-from .present import console
+from .present import console, runner_header
 
 _SHORT_OP = {"ReduceSum": "Sum", "ReduceL2": "L2", "ReduceLogSumExp": "LSE"}
 _SHORT_DTYPE = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}
@@ -184,19 +184,6 @@ def results_table(results: Any) -> Table:
             cells.append(row.get("kernel", "?"))
         table.add_row(*cells)
     return table
-
-
-def runner_header(runner: str) -> str:
-    """Two short lines, so that the table fits 80 columns.
-
-    >>> runner_header("onnx.reference")
-    'onnx.\\nreference'
-    """
-    for mark in ("-", "."):
-        if mark in runner:
-            head, tail = runner.split(mark, 1)
-            return f"{head}{mark}\n{tail}"
-    return "onnx\nruntime" if runner == "onnxruntime" else runner
 
 
 def print_summary(out: Console, results: Any) -> None:

@@ -17,7 +17,7 @@ from rich.table import Table
 from . import peers
 from .group import Settings
 from .options import op_name, split_list
-from .present import console
+from .present import console, runner_header
 
 OURS = "onnx-reduce"
 _STYLE = {"pass": "green", "fail": "bold red", "error": "bold red", "unsupported": "dim"}
@@ -143,19 +143,6 @@ _SOURCE_TITLES = {
     "restamped": "ONNX's node tests re-stamped at older versions",
     "onnx-reduce": "onnx-reduce's edge cases",
 }
-
-
-def runner_header(runner: str) -> str:
-    """A runner's name on two short lines (the table must fit 80 columns).
-
-    >>> runner_header("onnx.reference")
-    'onnx.\\nreference'
-    """
-    for mark in ("-", "."):
-        if mark in runner:
-            head, tail = runner.split(mark, 1)
-            return f"{head}{mark}\n{tail}"
-    return runner.replace("onnxruntime", "onnx\nruntime")
 
 
 def case_table(outcome: Outcome, differences: bool = False) -> Table:

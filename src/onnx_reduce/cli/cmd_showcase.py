@@ -16,10 +16,10 @@ from rich.table import Table
 
 from ..spec import OPS
 from . import cmd_bench, cmd_conformance, peers
-from .cmd_conformance import OURS, Outcome, runner_header
+from .cmd_conformance import OURS, Outcome
 from .group import Settings
 from .headline import HEADLINES, OPSET, Headline, verdict
-from .present import console, preview, scalar
+from .present import console, preview, runner_header, scalar
 
 #: Significant digits shown in the headline table (the verdicts are exact).
 DIGITS = 8

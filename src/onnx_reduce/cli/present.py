@@ -80,3 +80,16 @@ def _value(value: np.generic) -> str:
 def onnx_dtype(array: np.ndarray) -> str:
     """The ONNX name of an array's element type (``float``, ``bfloat16``...)."""
     return onnx_type_name(array.dtype)
+
+
+def runner_header(runner: str) -> str:
+    """Two short lines, so that the table fits 80 columns.
+
+    >>> runner_header("onnx.reference")
+    'onnx.\\nreference'
+    """
+    for mark in ("-", "."):
+        if mark in runner:
+            head, tail = runner.split(mark, 1)
+            return f"{head}{mark}\n{tail}"
+    return "onnx\nruntime" if runner == "onnxruntime" else runner
