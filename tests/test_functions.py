@@ -308,3 +308,19 @@ def test_l2_of_exact_data_against_integer_square_roots() -> None:
     out = reduce_l2(f.T, [0], keepdims=False)  # columns of f.T are rows of x
     expected = [float(Fraction(sum(v * v for v in row)) ** 0.5) for row in x.tolist()]
     np.testing.assert_array_equal(out, np.array(expected, np.float32))
+
+
+def test_memoized_calls_still_reject_look_alike_arguments():
+    """Valid calls are memoized by their arguments; 1.0 == 1 and hash(1.0) == hash(1), so a float
+    axis or keepdims must not be served by the cached plan of the int one."""
+    x = np.ones((2, 3), np.float32)
+    assert reduce_sum(x, axes=[1], keepdims=1).shape == (2, 1)
+    with pytest.raises(TypeError, match=r"ReduceSum-13: axes must be integers, got 1\.0"):
+        reduce_sum(x, axes=[1.0], keepdims=1)
+    with pytest.raises(ValueError, match=r"ReduceSum-13: attribute 'keepdims' must be 0 or 1"):
+        reduce_sum(x, axes=[1], keepdims=1.0)
+    with pytest.raises(ValueError, match=r"ReduceSum-13: axis 2 is out of range"):
+        reduce_sum(x, axes=[2])  # errors are never cached: raised every time
+    with pytest.raises(ValueError, match=r"ReduceSum-13: axis 2 is out of range"):
+        reduce_sum(x, axes=[2])
+    assert reduce_sum(x, axes=(np.int64(1),), keepdims=True).shape == (2, 1)

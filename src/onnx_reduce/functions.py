@@ -13,13 +13,15 @@ array(800.69314718)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .pipeline import execute
-from .spec import as_axes, latest, resolve
+from .pipeline import execute, execute_plan, plan_call
+from .plan import ReductionPlan
+from .spec import OpVersion, as_axes, latest, resolve
 
 Axes = Sequence[int] | np.ndarray | None
 
@@ -82,6 +84,43 @@ def reduce_log_sum_exp(
 def _reduce(
     op: str, data: ArrayLike, axes: Axes, keepdims: bool, noop: bool, opset: int | None
 ) -> np.ndarray:
+    data = data if type(data) is np.ndarray else np.asarray(data)
+    key = _call_key(axes, keepdims, noop, opset)
+    if key is None:  # unusual argument types: the plain path judges them
+        ver, attributes, axes_input = _node_form(op, axes, keepdims, noop, opset)
+        return execute(ver, data, attributes, axes_input)
+    ver, plan = _planned(op, data.dtype, data.shape, *key)
+    return execute_plan(ver, data, plan)
+
+
+@functools.lru_cache(maxsize=4096)
+def _planned(
+    op: str, dtype: np.dtype, shape: tuple[int, ...], axes: tuple[int, ...] | None,
+    keepdims: bool, noop: bool, opset: int | None,
+) -> tuple[OpVersion, ReductionPlan]:
+    """Validate and plan a call (memoized: only valid calls are cached, invalid ones raise)."""
+    ver, attributes, axes_input = _node_form(op, axes, keepdims, noop, opset)
+    return ver, plan_call(ver, dtype, shape, attributes, axes_input)
+
+
+def _call_key(axes: Axes, keepdims: bool, noop: bool, opset: int | None) -> tuple | None:
+    """The arguments as a cache key, when they are plain Python ints/bools (an axis of 1.0 or
+    keepdims=1.0 must not hit the entry of 1); else None."""
+    if type(keepdims) not in (bool, int) or type(noop) not in (bool, int):
+        return None
+    if opset is not None and type(opset) is not int:
+        return None
+    if axes is not None:
+        if type(axes) not in (list, tuple) or not all(type(a) is int for a in axes):
+            return None
+        axes = tuple(axes)
+    return axes, keepdims, noop, opset
+
+
+def _node_form(
+    op: str, axes: Axes, keepdims: bool, noop: bool, opset: int | None
+) -> tuple[OpVersion, dict, np.ndarray | None]:
+    """The call as the version's node would see it: (version, attributes, axes input)."""
     ver = latest(op) if opset is None else resolve(op, opset)
     attributes: dict = {"keepdims": keepdims}
     if noop or ver.axes_is_input:
@@ -93,4 +132,4 @@ def _reduce(
             axes_input = np.array(axes, dtype=np.int64)
         else:
             attributes["axes"] = list(axes)
-    return execute(ver, np.asarray(data), attributes, axes_input)
+    return ver, attributes, axes_input

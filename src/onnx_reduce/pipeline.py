@@ -31,7 +31,11 @@ def execute(
     """
     if not isinstance(data, np.ndarray):
         raise TypeError(f"{ver.label}: data must be a numpy array, got {type(data).__name__}")
-    plan = plan_call(ver, data.dtype, data.shape, attributes, axes_input)
+    return execute_plan(ver, data, plan_call(ver, data.dtype, data.shape, attributes, axes_input))
+
+
+def execute_plan(ver: OpVersion, data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
+    """Run a planned call (from :func:`plan_call`) on ``data``: the kernel stage."""
     return np.asarray(run_kernel(ver.op, data, plan))
 
 

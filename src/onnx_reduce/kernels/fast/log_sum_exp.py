@@ -68,6 +68,12 @@ PARALLEL_MIN = 1 << 16
 #: Least elements in one piece of a split reduction; at most this many pieces per output set.
 MIN_PIECE = 1 << 15
 TARGET_TASKS = 16
+#: Narrow-float rows first try a guessed shift: the maximum of the first PROBE elements...
+PROBE = 64
+#: ...kept while no element exceeds it by more than MARGIN (terms up to e**64 are exact enough)...
+MARGIN = 64.0
+#: ...for results of magnitude at least GUARD (else the exact maximum is found first).
+GUARD = 2.0**-8
 
 _SERVED = {np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), bfloat16}
 _BITS = {np.dtype(np.float32): np.dtype(np.int32), np.dtype(np.float64): np.dtype(np.int64)}
@@ -373,6 +379,77 @@ def _terms_strided(base, start, count, step, m):
     return tail, ties
 
 
+@njit(cache=True, fastmath=REASSOC)
+def _guess_contiguous(base, start, count, m):
+    tail = 0.0
+    ties = 0.0
+    bad = 0.0
+    limit = m + MARGIN
+    seg = base[start:start + count]
+    for i in range(seg.size):
+        x = _wide(seg[i])
+        e = _term(base, x - m)
+        tail += e if x != m else 0.0
+        ties += 1.0 if x == m else 0.0
+        bad += 0.0 if x <= limit else 1.0  # NaN, or too far above the guess
+    return tail, ties, bad
+
+
+@njit(cache=True, fastmath=REASSOC)
+def _guess_strided(base, start, count, step, m):
+    tail = 0.0
+    ties = 0.0
+    bad = 0.0
+    limit = m + MARGIN
+    seg = base[start:start + (count - 1) * step + 1:step]
+    for i in range(seg.size):
+        x = _wide(seg[i])
+        e = _term(base, x - m)
+        tail += e if x != m else 0.0
+        ties += 1.0 if x == m else 0.0
+        bad += 0.0 if x <= limit else 1.0
+    return tail, ties, bad
+
+
+@njit(cache=True)
+def _row_guess(base, bits, off, rs, rst, n, step, total, block):
+    """Narrow floats, one read: shift by the maximum ``m`` of the first PROBE elements (an
+    element, so the sum of ``exp(x - m)`` is at least 1) instead of the row's maximum.
+
+    Terms above 1 carry the polynomial's relative error (2**-37), so the result is off by a few
+    times 2**-37 in absolute terms: far below half a float32 ulp when ``|result| >= GUARD``.
+    Returns NaN when the guess does not serve (a NaN or an element above ``m + MARGIN``, an
+    infinite guess, or a small result): the caller then takes the exact-maximum path.
+    """
+    key, mag = _row_max(bits, off, rs, rst, n, step, 0, min(total, PROBE))
+    m = _from_key(bits, key, mag)
+    if not abs(m) < np.inf:
+        return np.nan
+    hi = 0.0
+    lo = 0.0
+    ties = 0.0
+    pos = 0
+    while pos < total:
+        run = pos // n
+        count = n
+        start = off + _offset(run, rs, rst)
+        done = 0
+        while done < count:
+            c = min(block, count - done)
+            if step == 1:
+                t, k, bad = _guess_contiguous(base, start + done, c, m)
+            else:
+                t, k, bad = _guess_strided(base, start + done * step, c, step, m)
+            if bad > 0.0:
+                return np.nan
+            hi, lo = _add(hi, lo, t)
+            ties += k
+            done += c
+        pos += count
+    r = _finish(m, hi, lo, ties)
+    return r if abs(r) >= GUARD else np.nan
+
+
 @njit(cache=True)
 def _row_max(bits, off, rs, rst, n, step, a, b):
     """(key, magnitude) maxima over reduced elements ``a..b`` (C order) of one output."""
@@ -425,6 +502,9 @@ def _row(base, bits, offset, ks, kst, rs, rst, n, step, block, t):
     for d in range(rs.size):
         total *= rs[d]
     if not _compensated(base):
+        r = _row_guess(base, bits, off, rs, rst, n, step, total, block)
+        if not math.isnan(r):
+            return r
         m, mag, hi, lo, ties = _row_online(base, bits, off, rs, rst, n, step, 0, total, block)
         if _is_nan(bits, mag):
             return np.nan

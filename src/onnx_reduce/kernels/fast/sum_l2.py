@@ -127,12 +127,18 @@ def _reduce(data: np.ndarray, plan: ReductionPlan, square: bool) -> np.ndarray |
             out = np.empty(n_out, storage)
             if size < PARALLEL_MIN:  # the least Python between the call and the kernel
                 _small(base, n_out, n_red, inner, square, dtype == _F64, out)
-                if square and dtype == _F64:
+                if square and dtype == _F64 and _unsafe_l2(out):
                     _redo_l2(base, _geometry_2d(inner, n_out, n_red), out)
             else:
                 _run(base, _geometry_2d(inner, n_out, n_red), inner, n_out, (n_out,), n_red,
                      size, square, dtype, acc, out)
             return out.view(dtype).reshape(plan.output_shape)
+        if size < PARALLEL_MIN:  # any other run of axes: one call, in C order, no canonical form
+            base = data.view(_STORAGE[dtype]).reshape(-1)
+            out = np.empty(size // n_red, base.dtype)
+            _small_nd(base, _geometry_nd(data.shape, axes), square, dtype == _F64, out)
+            if not (square and dtype == _F64 and _unsafe_l2(out)):  # else: redone below
+                return out.view(dtype).reshape(plan.output_shape)
     canon = canonical(data, axes)
     if canon is None:
         return None
@@ -154,6 +160,39 @@ def _geometry(ksz: tuple, kst: tuple, rsz: tuple, rst: tuple) -> np.ndarray:
         if len(_GEOMETRIES) > 256:
             _GEOMETRIES.clear()
         geo = np.array((len(ksz), len(rsz), *ksz, *kst, *rsz, *rst), np.int64)
+        geo.flags.writeable = False
+        _GEOMETRIES[key] = geo
+    return geo
+
+
+def _geometry_nd(shape: tuple, axes: tuple) -> np.ndarray:
+    """C-order dims of a C-contiguous ``shape`` with adjacent kept/reduced dims merged, packed
+    for :func:`_small_nd`: m, sizes, reduced flags, output strides (0 for reduced dims)."""
+    key = (shape, axes)
+    geo = _GEOMETRIES.get(key)
+    if geo is None:
+        sizes: list[int] = []
+        red: list[int] = []
+        for d, n in enumerate(shape):
+            r = int(d in axes)
+            if n == 1:
+                continue
+            if red and red[-1] == r:
+                sizes[-1] *= n
+            else:
+                sizes.append(n)
+                red.append(r)
+        if not sizes:
+            sizes, red = [1], [1]
+        ost = [0] * len(sizes)
+        step = 1
+        for d in range(len(sizes) - 1, -1, -1):
+            if not red[d]:
+                ost[d] = step
+                step *= sizes[d]
+        if len(_GEOMETRIES) > 256:
+            _GEOMETRIES.clear()
+        geo = np.array((len(sizes), *sizes, *red, *ost), np.int64)
         geo.flags.writeable = False
         _GEOMETRIES[key] = geo
     return geo
@@ -201,8 +240,18 @@ def _run(base, geo, inner, n_out, kept, n_red, size, square, dtype, acc, out) ->
         work(*args, hi, lo, 0, n_items)
     if pieces > 1:
         _combine(hi, lo, pieces, square, comp, out)
-    if square and comp:
+    if square and comp and _unsafe_l2(out):
         _redo_l2(base, geo, out)
+
+
+@njit(cache=True, nogil=True)
+def _unsafe_l2(out):
+    """Whether some float64 L2 output overflowed or may have lost bits to underflow."""
+    for i in range(out.size):
+        v = out[i]
+        if v == np.inf or v < _TINY_L2:
+            return True
+    return False
 
 
 def _redo_l2(base: np.ndarray, geo: np.ndarray, out: np.ndarray) -> None:
@@ -602,6 +651,65 @@ def _small(base, n_out, n_red, inner, square, comp, out):
         _add_rows(base, 0, 0, n_red, sizes, strides, 1, n_out, s, c, square, comp)
         for o in range(n_out):
             _finish(out, o, s[o], c[o], square)
+
+
+@njit(cache=True, nogil=True, fastmath=REASSOC)
+def _small_nd(base, geo, square, comp, out):
+    """A small C-contiguous array, any reduced axes (:func:`_geometry_nd`), one thread, one
+    pass in memory order: rows of the innermost dim summed whole (reduced) or added into
+    adjacent outputs (kept)."""
+    m = geo[0]
+    sizes = geo[1:1 + m]
+    red = geo[1 + m:1 + 2 * m]
+    ost = geo[1 + 2 * m:1 + 3 * m]
+    n_in = sizes[m - 1]
+    zero = _zero(widen(base[0]))
+    s = np.full(out.size, zero)
+    c = np.full(out.size, zero)
+    for t in range(base.size // n_in):
+        idx = t
+        o = 0
+        for d in range(m - 2, -1, -1):
+            n = sizes[d]
+            q = idx // n
+            o += (idx - q * n) * ost[d]
+            idx = q
+        seg = base[t * n_in:(t + 1) * n_in]
+        if red[m - 1]:
+            for b in range(0, n_in, BLOCK):
+                part = zero
+                if square:
+                    for i in range(b, min(b + BLOCK, n_in)):
+                        v = widen(seg[i])
+                        part += v * v
+                else:
+                    for i in range(b, min(b + BLOCK, n_in)):
+                        part += widen(seg[i])
+                if comp:
+                    s[o], c[o] = _fold(s[o], c[o], part)
+                else:
+                    s[o] += part
+        else:
+            _add_seg(seg, s[o:o + n_in], c[o:o + n_in], square, comp)
+    for o in range(out.size):
+        _finish(out, o, s[o], c[o], square)
+
+
+@njit(cache=True, nogil=True)
+def _add_seg(seg, s, c, square, comp):
+    """``s (+ c) += seg`` (squared), elementwise; TwoSum when ``comp`` (no fastmath here)."""
+    for j in range(seg.size):
+        v = widen(seg[j])
+        if square:
+            v = v * v
+        if comp:
+            sj = s[j]
+            t = sj + v
+            z = t - sj
+            c[j] += (sj - (t - z)) + (v - z)
+            s[j] = t
+        else:
+            s[j] += v
 
 
 @njit(cache=True, nogil=True)
