@@ -39,6 +39,34 @@ TOLERANCE = {np.dtype(np.float64): 2}
 CONDITION_SLACK = 2.0**-52
 
 
+DEFAULT_PARALLEL_MIN = sum_l2.PARALLEL_MIN
+
+
+@pytest.fixture(autouse=True)
+def _low_parallel_threshold(monkeypatch):
+    """Run the threaded kernels (and their pieces) on the modest inputs below: the threshold
+    is a tuning knob, the code paths are the same."""
+    monkeypatch.setattr(sum_l2, "PARALLEL_MIN", 1 << 16)
+
+
+def test_default_threshold_keeps_mid_sizes_serial(monkeypatch) -> None:
+    """Inputs of a few hundred thousand elements (1 MiB of float32) run on one thread: a
+    parallel launch costs more than it saves there; inputs below 2**16 never launch one."""
+    assert DEFAULT_PARALLEL_MIN >= 1 << 18
+    monkeypatch.setattr(sum_l2, "PARALLEL_MIN", DEFAULT_PARALLEL_MIN)
+
+    def no_parallel():
+        raise AssertionError("a mid-size input launched a parallel region")
+
+    monkeypatch.setattr(sum_l2, "parallel_section", no_parallel)
+    x = make((64, 64, 64), np.dtype(np.float32), 14)
+    for axes in ([1], [0, 2], [2], [0], None):
+        for op in ("sum", "l2"):
+            want = expected(x, None if axes is None else tuple(axes), op)
+            assert_close(run(op, x, axes), want)
+            assert_close(run(op, x[:, ::-1], axes), want[:, ::-1])  # canonical path, serial
+
+
 # ----------------------------------------------------------------------------- oracle
 
 
@@ -206,6 +234,57 @@ def test_every_layout_matches_the_exact_result(op: str, dtype: np.dtype) -> None
         assert_close(got, expected(x, None if axes is None else tuple(axes), op))
         np.testing.assert_array_equal(x, before, err_msg=name)  # input untouched
         assert got.flags.c_contiguous, name
+
+
+@pytest.mark.parametrize("op", ["sum", "l2"])
+def test_small_inputs_take_the_serial_path_in_every_layout(op: str, monkeypatch) -> None:
+    """Below PARALLEL_MIN elements nothing launches a parallel region, whatever the axes
+    (C-contiguous inputs with any reduced axes take the one-call path ``_small_nd``)."""
+
+    def no_parallel():
+        raise AssertionError("a small input launched a parallel region")
+
+    monkeypatch.setattr(sum_l2, "parallel_section", no_parallel)
+    n = sum_l2.PARALLEL_MIN
+    shapes_axes = [
+        ((8, 8, 16), [1]), ((8, 8, 16), [0, 2]), ((8, 128), [1]), ((8, 128), None),
+        ((8, 8, 16), [0, 1]), ((8, 8, 16), [1, 2]), ((3, 1, 5, 2, 7), [1, 3]),
+        ((2, 3, 4, 5, 6), [0, 2, 4]), ((2, 3, 4, 5, 6), [1, 3]), ((4, 1, 6), [1]),
+        ((5, 3, 1), [2]), ((7, 3), []),
+        ((16, n // 256 - 1, 16), [1]),  # one row below the threshold
+        ((16, n // 256 - 1, 16), [0, 2]),
+        ((n - 1, 1, 1), [0, 2]),  # long reduced rows (several BLOCKs) through _small_nd
+        ((2, n // 2 - 1, 1), [0]),
+    ]
+    for dtype in FLOATS if op == "l2" else FLOATS + INTS:
+        for shape, axes in shapes_axes:
+            x = make(shape, dtype, 12)
+            assert x.size < n
+            got = run(op, x, axes)
+            want = expected(x, tuple(axes) if axes else tuple(range(x.ndim)), op)  # [] = all
+            assert_close(got, want)
+
+
+@pytest.mark.parametrize("op", ["sum", "l2"])
+def test_threshold_boundary_agrees(op: str) -> None:
+    """Just below and at PARALLEL_MIN the serial and threaded paths give exact-enough results."""
+    n = sum_l2.PARALLEL_MIN
+    for dtype in (np.dtype(np.float32), np.dtype(np.float64)):
+        for rows in (n // 256 - 1, n // 256):
+            x = make((16, rows, 16), dtype, 13)
+            for axes in ([1], [0, 2], [2], [0]):
+                assert_close(run(op, x, axes), expected(x, tuple(axes), op))
+
+
+@pytest.mark.parametrize(("values", "want"), [([3e-200, 4e-200], 5e-200),
+                                              ([3e200, 4e200], 5e200)])
+def test_small_float64_l2_split_axes_is_rescaled(values: list[float], want: float) -> None:
+    x = np.zeros((2, 3, 2))
+    x[1, 2, 0], x[0, 2, 1] = values
+    got = run("l2", x, [0, 2], keepdims=False)
+    assert_close(got, expected(x, (0, 2), "l2", keepdims=False))  # within 2 ulp
+    assert math.isclose(got[2], want, rel_tol=1e-15)
+    assert got[0] == got[1] == 0.0
 
 
 @pytest.mark.parametrize("op", ["sum", "l2"])

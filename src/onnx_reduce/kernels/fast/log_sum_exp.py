@@ -70,8 +70,10 @@ MIN_PIECE = 1 << 15
 TARGET_TASKS = 16
 #: Narrow-float rows first try a guessed shift: the maximum of the first PROBE elements...
 PROBE = 64
-#: ...kept while no element exceeds it by more than MARGIN (terms up to e**64 are exact enough)...
-MARGIN = 64.0
+#: ...kept while no block of terms adds up to more than e**MARGIN (then every element is below
+#: m + MARGIN, none was clamped at m + 600, and sums of terms cannot overflow)...
+MARGIN = 100.0
+_BLOCK_CAP = math.exp(MARGIN)
 #: ...for results of magnitude at least GUARD (else the exact maximum is found first).
 GUARD = 2.0**-8
 
@@ -379,74 +381,77 @@ def _terms_strided(base, start, count, step, m):
     return tail, ties
 
 
+@njit(cache=True)
+def _term_open(d):
+    """exp(d) with d clamped to [-700, 600] (-inf gives ~0, +inf e**600), NaN kept."""
+    d = -700.0 if d < -700.0 else d
+    return exp_nonpos_short(600.0 if d > 600.0 else d)
+
+
 @njit(cache=True, fastmath=REASSOC)
 def _guess_contiguous(base, start, count, m):
-    tail = 0.0
-    ties = 0.0
-    bad = 0.0
-    limit = m + MARGIN
+    total = 0.0
     seg = base[start:start + count]
     for i in range(seg.size):
-        x = _wide(seg[i])
-        e = _term(base, x - m)
-        tail += e if x != m else 0.0
-        ties += 1.0 if x == m else 0.0
-        bad += 0.0 if x <= limit else 1.0  # NaN, or too far above the guess
-    return tail, ties, bad
+        total += _term_open(_wide(seg[i]) - m)
+    return total
 
 
 @njit(cache=True, fastmath=REASSOC)
 def _guess_strided(base, start, count, step, m):
-    tail = 0.0
-    ties = 0.0
-    bad = 0.0
-    limit = m + MARGIN
+    total = 0.0
     seg = base[start:start + (count - 1) * step + 1:step]
     for i in range(seg.size):
-        x = _wide(seg[i])
-        e = _term(base, x - m)
-        tail += e if x != m else 0.0
-        ties += 1.0 if x == m else 0.0
-        bad += 0.0 if x <= limit else 1.0
-    return tail, ties, bad
+        total += _term_open(_wide(seg[i]) - m)
+    return total
 
 
 @njit(cache=True)
-def _row_guess(base, bits, off, rs, rst, n, step, total, block):
-    """Narrow floats, one read: shift by the maximum ``m`` of the first PROBE elements (an
-    element, so the sum of ``exp(x - m)`` is at least 1) instead of the row's maximum.
-
-    Terms above 1 carry the polynomial's relative error (2**-37), so the result is off by a few
-    times 2**-37 in absolute terms: far below half a float32 ulp when ``|result| >= GUARD``.
-    Returns NaN when the guess does not serve (a NaN or an element above ``m + MARGIN``, an
-    infinite guess, or a small result): the caller then takes the exact-maximum path.
+def _guess_range(base, bits, off, rs, rst, n, step, a, b, block):
+    """Narrow floats, one read of reduced elements ``a..b``: shift by the maximum ``m`` of the
+    first PROBE of them (an element, so ``S``, the sum of ``exp(x - m)``, is at least 1) instead
+    of the exact maximum. Returns (m, S as hi + lo); m is NaN when the guess does not serve: an
+    infinite guess, a NaN, or an element above ``m + MARGIN`` (a block sum over the cap).
     """
-    key, mag = _row_max(bits, off, rs, rst, n, step, 0, min(total, PROBE))
+    key, mag = _row_max(bits, off, rs, rst, n, step, a, min(b, a + PROBE))
     m = _from_key(bits, key, mag)
     if not abs(m) < np.inf:
-        return np.nan
+        return np.nan, 0.0, 0.0
     hi = 0.0
     lo = 0.0
-    ties = 0.0
-    pos = 0
-    while pos < total:
+    pos = a
+    while pos < b:
         run = pos // n
-        count = n
-        start = off + _offset(run, rs, rst)
+        first = pos - run * n
+        count = min(n - first, b - pos)
+        start = off + _offset(run, rs, rst) + first * step
         done = 0
         while done < count:
             c = min(block, count - done)
             if step == 1:
-                t, k, bad = _guess_contiguous(base, start + done, c, m)
+                t = _guess_contiguous(base, start + done, c, m)
             else:
-                t, k, bad = _guess_strided(base, start + done * step, c, step, m)
-            if bad > 0.0:
-                return np.nan
+                t = _guess_strided(base, start + done * step, c, step, m)
+            if not t <= _BLOCK_CAP:  # NaN, or an element above m + MARGIN
+                return np.nan, 0.0, 0.0
             hi, lo = _add(hi, lo, t)
-            ties += k
             done += c
         pos += count
-    r = _finish(m, hi, lo, ties)
+    return m, hi, lo
+
+
+@njit(cache=True)
+def _row_guess(base, bits, off, rs, rst, n, step, total, block):
+    """The result from :func:`_guess_range` over a whole output, or NaN when not served.
+
+    Terms carry the polynomial's relative error (2**-37.8), so ``S`` is within 2**-36.9 and the
+    result within 2**-36.8 in absolute terms: below half a float32 ulp when ``|result| >= 2**-12``;
+    smaller results (GUARD = 2**-8) take the exact-maximum path, with its tie count.
+    """
+    m, hi, lo = _guess_range(base, bits, off, rs, rst, n, step, 0, total, block)
+    if math.isnan(m):
+        return np.nan
+    r = _finish(m, hi, lo, 0.0)  # the sum includes the ties: at least 1
     return r if abs(r) >= GUARD else np.nan
 
 
@@ -654,13 +659,49 @@ def _rows_split(base, bits, offset, ks, kst, rs, rst, n, step, block, pieces, ou
 
 @njit(cache=True, parallel=True)
 def _rows_online_split(base, bits, offset, ks, kst, rs, rst, n, step, block, pieces, out):
-    """Narrow floats, few outputs: every piece reduces its range in one read
-    (:func:`_row_online`); the pieces are rescaled to the largest maximum and added in order."""
+    """Narrow floats, few outputs: every piece reduces its range in one read with a guessed
+    shift (:func:`_guess_range`), the pieces rescaled to the largest and added in order; when
+    a guess fails or a result is under GUARD, all pieces again with exact maxima
+    (:func:`_row_online`)."""
     outputs = out.size
     total = n
     for d in range(rs.size):
         total *= rs[d]
     tasks = outputs * pieces
+    guesses = np.empty(tasks)
+    sums = np.empty(tasks)
+    for i in prange(tasks):
+        task = np.int64(i)
+        t = task // pieces
+        p = task - t * pieces
+        off = offset + _offset(t, ks, kst)
+        m, hi, lo = _guess_range(base, bits, off, rs, rst, n, step, total * p // pieces,
+                                 total * (p + 1) // pieces, block)
+        guesses[task] = m
+        sums[task] = hi + lo
+    served = True
+    for t in range(outputs):
+        first = t * pieces
+        m = -np.inf
+        for task in range(first, first + pieces):
+            g = guesses[task]  # finite, or NaN for a failed guess
+            if math.isnan(g):
+                served = False
+            elif g > m:
+                m = g
+        if not served:
+            break
+        hi = 0.0
+        lo = 0.0
+        for task in range(first, first + pieces):
+            hi, lo = _add(hi, lo, sums[task] * math.exp(guesses[task] - m))
+        r = _finish(m, hi, lo, 0.0)
+        if not abs(r) >= GUARD:
+            served = False
+            break
+        store(out, t, r)
+    if served:
+        return
     peaks = np.empty(tasks)
     tops = np.empty(tasks, np.int64)
     his = np.empty(tasks)

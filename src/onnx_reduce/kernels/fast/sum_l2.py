@@ -11,8 +11,8 @@ with non-negative element strides, outermost first. Two kernels then cover every
 * columns (the innermost dim is kept: outer, middle): a block of up to ``COLUMNS`` adjacent
   outputs adds the matching slice of every reduced row into accumulators that stay in cache.
 
-Small C-contiguous inputs with a leading or trailing run of axes take a one-call path
-(:func:`_small`) that skips the canonical form; large ones run on all threads.
+Small C-contiguous inputs (below ``PARALLEL_MIN`` elements), whatever the axes, take a one-call
+path (:func:`_small_nd`) that skips the canonical form; large ones run on all threads.
 
 float16/bfloat16/float32 accumulate in float64 and round once (float16/bfloat16 via a
 round-to-odd float32). float64 sums 512-element blocks (vectorized) and folds the block sums
@@ -58,8 +58,10 @@ from ._common import (
 BLOCK = 512
 #: Adjacent outputs one column-kernel work item accumulates.
 COLUMNS = 4096
-#: Below this many input elements the kernels run on the calling thread only.
-PARALLEL_MIN = 1 << 16
+#: Below this many input elements the kernels run on the calling thread only (a parallel launch
+#: costs ~20 us, about what one thread needs for 2**18 float32 elements already in cache), and
+#: C-contiguous inputs take the one-call path :func:`_small_nd` whatever the axes.
+PARALLEL_MIN = 1 << 19
 #: Parallel loops are cut in this many chunks per thread, handed out dynamically.
 CHUNKS_PER_THREAD = 16
 #: Least elements (rows: of one row range; columns: rows) in one piece of a split reduction.
@@ -112,33 +114,22 @@ def _reduce(data: np.ndarray, plan: ReductionPlan, square: bool) -> np.ndarray |
         return np.empty(plan.output_shape, dtype)
     axes = plan.axes
     if type(data) is np.ndarray and data.flags.c_contiguous and dtype.isnative:
-        # Fast path: a trailing (rows) or leading (columns) run of axes, C-contiguous.
+        storage = _STORAGE[dtype]
+        base = data.view(storage).reshape(-1)
+        base.flags.writeable = False  # one compiled variant for writable and read-only inputs
         n_out = size // n_red
-        if not axes or axes[0] == data.ndim - len(axes):
-            inner = True
-        elif axes[-1] == len(axes) - 1:
-            inner = False
-        else:
-            inner = None
-        if inner is not None:
-            storage = _STORAGE[dtype]
-            base = data.view(storage).reshape(-1)
-            base.flags.writeable = False
+        if size < PARALLEL_MIN:  # any axes: one call, in memory order, no canonical form
             out = np.empty(n_out, storage)
-            if size < PARALLEL_MIN:  # the least Python between the call and the kernel
-                _small(base, n_out, n_red, inner, square, dtype == _F64, out)
-                if square and dtype == _F64 and _unsafe_l2(out):
-                    _redo_l2(base, _geometry_2d(inner, n_out, n_red), out)
-            else:
-                _run(base, _geometry_2d(inner, n_out, n_red), inner, n_out, (n_out,), n_red,
-                     size, square, dtype, acc, out)
-            return out.view(dtype).reshape(plan.output_shape)
-        if size < PARALLEL_MIN:  # any other run of axes: one call, in C order, no canonical form
-            base = data.view(_STORAGE[dtype]).reshape(-1)
-            out = np.empty(size // n_red, base.dtype)
             _small_nd(base, _geometry_nd(data.shape, axes), square, dtype == _F64, out)
             if not (square and dtype == _F64 and _unsafe_l2(out)):  # else: redone below
                 return out.view(dtype).reshape(plan.output_shape)
+        elif not axes or axes[0] == data.ndim - len(axes) or axes[-1] == len(axes) - 1:
+            # a trailing (rows) or leading (columns) run of axes
+            inner = not axes or axes[0] == data.ndim - len(axes)
+            out = np.empty(n_out, storage)
+            _run(base, _geometry_2d(inner, n_out, n_red), inner, n_out, (n_out,), n_red,
+                 size, square, dtype, acc, out)
+            return out.view(dtype).reshape(plan.output_shape)
     canon = canonical(data, axes)
     if canon is None:
         return None
@@ -627,37 +618,11 @@ def _cols_parallel(base, geo, pieces, square, comp, out, hi, lo, chunks):
                    n_items * ch // chunks, n_items * (ch + 1) // chunks)
 
 
-@njit(cache=True, nogil=True)
-def _small(base, n_out, n_red, inner, square, comp, out):
-    """A small C-contiguous (n_out, n_red) (``inner``) or (n_red, n_out) array, one thread."""
-    zero = _zero(widen(base[0]))
-    if inner:
-        offs = np.zeros(1, np.int64)
-        sizes = np.full(1, n_red)
-        strides = np.ones(1, np.int64)
-        s = np.full(1, zero)
-        c = np.full(1, zero)
-        for o in range(n_out):
-            offs[0] = o * n_red
-            s[0] = zero
-            c[0] = zero
-            _rows_range(base, offs, 1, sizes, strides, 0, n_red, square, comp, s, c)
-            _finish(out, o, s[0], c[0], square)
-    else:
-        sizes = np.full(1, n_red)
-        strides = np.full(1, n_out)
-        s = np.full(n_out, zero)
-        c = np.full(n_out, zero)
-        _add_rows(base, 0, 0, n_red, sizes, strides, 1, n_out, s, c, square, comp)
-        for o in range(n_out):
-            _finish(out, o, s[o], c[o], square)
-
-
 @njit(cache=True, nogil=True, fastmath=REASSOC)
 def _small_nd(base, geo, square, comp, out):
-    """A small C-contiguous array, any reduced axes (:func:`_geometry_nd`), one thread, one
-    pass in memory order: rows of the innermost dim summed whole (reduced) or added into
-    adjacent outputs (kept)."""
+    """A small C-contiguous array, any reduced axes (:func:`_geometry_nd`), one thread, in
+    memory order: rows of a reduced innermost dim are summed whole; with a kept innermost dim,
+    each block of reduced rows is added into the adjacent outputs (as the column kernel does)."""
     m = geo[0]
     sizes = geo[1:1 + m]
     red = geo[1 + m:1 + 2 * m]
@@ -666,50 +631,69 @@ def _small_nd(base, geo, square, comp, out):
     zero = _zero(widen(base[0]))
     s = np.full(out.size, zero)
     c = np.full(out.size, zero)
-    for t in range(base.size // n_in):
-        idx = t
+    idx = np.zeros(m, np.int64)  # odometer over the outer dims (no divisions per row)
+    if red[m - 1]:
         o = 0
-        for d in range(m - 2, -1, -1):
-            n = sizes[d]
-            q = idx // n
-            o += (idx - q * n) * ost[d]
-            idx = q
-        seg = base[t * n_in:(t + 1) * n_in]
-        if red[m - 1]:
-            for b in range(0, n_in, BLOCK):
+        for t in range(base.size // n_in):
+            if t:
+                d = m - 2
+                while d >= 0:
+                    idx[d] += 1
+                    o += ost[d]
+                    if idx[d] < sizes[d]:
+                        break
+                    o -= ost[d] * sizes[d]
+                    idx[d] = 0
+                    d -= 1
+            seg = base[t * n_in:(t + 1) * n_in]
+            if not comp:
                 part = zero
                 if square:
-                    for i in range(b, min(b + BLOCK, n_in)):
+                    for i in range(n_in):
                         v = widen(seg[i])
                         part += v * v
                 else:
-                    for i in range(b, min(b + BLOCK, n_in)):
+                    for i in range(n_in):
                         part += widen(seg[i])
-                if comp:
-                    s[o], c[o] = _fold(s[o], c[o], part)
+                s[o] += part
+                continue
+            so = s[o]
+            co = c[o]
+            for b in range(0, n_in, BLOCK):
+                blk = seg[b:b + BLOCK]
+                part = zero
+                if square:
+                    for i in range(blk.size):
+                        v = widen(blk[i])
+                        part += v * v
                 else:
-                    s[o] += part
-        else:
-            _add_seg(seg, s[o:o + n_in], c[o:o + n_in], square, comp)
+                    for i in range(blk.size):
+                        part += widen(blk[i])
+                so, co = _fold(so, co, part)
+            s[o] = so
+            c[o] = co
+    else:
+        n_rows = sizes[m - 2] if m >= 2 else 1  # the reduced run just outside (size-1 dims go)
+        rsz = np.full(1, n_rows)
+        rst = np.full(1, n_in)
+        outer = m - 2 if m >= 2 else 0
+        group = n_rows * n_in
+        o = 0
+        for u in range(base.size // group):
+            if u:
+                d = outer - 1
+                while d >= 0:
+                    idx[d] += 1
+                    o += ost[d]
+                    if idx[d] < sizes[d]:
+                        break
+                    o -= ost[d] * sizes[d]
+                    idx[d] = 0
+                    d -= 1
+            _add_rows(base, u * group, 0, n_rows, rsz, rst, 1, n_in, s[o:o + n_in],
+                      c[o:o + n_in], square, comp)
     for o in range(out.size):
         _finish(out, o, s[o], c[o], square)
-
-
-@njit(cache=True, nogil=True)
-def _add_seg(seg, s, c, square, comp):
-    """``s (+ c) += seg`` (squared), elementwise; TwoSum when ``comp`` (no fastmath here)."""
-    for j in range(seg.size):
-        v = widen(seg[j])
-        if square:
-            v = v * v
-        if comp:
-            sj = s[j]
-            t = sj + v
-            z = t - sj
-            c[j] += (sj - (t - z)) + (v - z)
-            s[j] = t
-        else:
-            s[j] += v
 
 
 @njit(cache=True, nogil=True)
