@@ -327,7 +327,7 @@ def guess_rows(dtype) -> np.ndarray:
     x[7, 2222] = -20.0
     x[8] = x[8] * 1e-4  # tiny spread: ties almost everywhere
     x[9] = np.float32(np.log(2.0) / 3000) + x[9] * 1e-9  # result near log(3000) + ...
-    x[10] = np.sort(x[10])  # rising: the guess is the row's low end, the margin is exceeded
+    x[10] = np.sort(x[10]) * 30.0  # rising over +-200: the guess is far below the maximum
     x[11] = -x[11] - 60.0  # all values far below 0: result ~ -52
     return x.astype(dtype)
 
@@ -344,6 +344,7 @@ def test_guessed_shift_split_pieces(dtype, monkeypatch):
     # Few long outputs: pieces with their own guesses, rescaled and added; a failed guess or a
     # small result sends every output to the exact path.
     monkeypatch.setattr(lse_module, "MIN_PIECE", 256)
+    monkeypatch.setattr(lse_module, "PARALLEL_MIN", 64)
     lse_module._JOBS.clear()
     try:
         x = guess_rows(dtype)
@@ -351,6 +352,8 @@ def test_guessed_shift_split_pieces(dtype, monkeypatch):
             assert_close(x[rows], (1,), fast_lse(x[rows], [1]))
         y = x[[0, 11]].reshape(2, 30, 100)
         assert_close(y, (1, 2), fast_lse(y, [1, 2]))
+        kernels = {job[0] for job in lse_module._JOBS.values() if job is not None}
+        assert kernels == {lse_module._rows_online_split}
     finally:
         lse_module._JOBS.clear()
 

@@ -58,10 +58,11 @@ from ._common import (
 BLOCK = 512
 #: Adjacent outputs one column-kernel work item accumulates.
 COLUMNS = 4096
-#: Below this many input elements the kernels run on the calling thread only (a parallel launch
-#: costs ~20 us, about what one thread needs for 2**18 float32 elements already in cache), and
-#: C-contiguous inputs take the one-call path :func:`_small_nd` whatever the axes.
-PARALLEL_MIN = 1 << 19
+#: Below this many input elements the kernels run on the calling thread only, and C-contiguous
+#: inputs take the one-call path :func:`_small_nd` whatever the axes. A parallel launch costs
+#: ~20 us on a quiet machine (one thread sums 2**18 float32 elements in cache in ~20-30 us) and
+#: several ms when the other core is busy; one thread stays within ~2x of two up to here.
+PARALLEL_MIN = 1 << 20
 #: Parallel loops are cut in this many chunks per thread, handed out dynamically.
 CHUNKS_PER_THREAD = 16
 #: Least elements (rows: of one row range; columns: rows) in one piece of a split reduction.
@@ -84,6 +85,9 @@ _STORAGE = {dtype: storage_dtype(dtype) for dtype in _ACCUMULATOR} | {
 _EMPTY = {acc: np.empty(0, acc) for acc in set(_ACCUMULATOR.values())}
 _GEOMETRIES: dict[tuple, np.ndarray] = {}
 _TINY_L2 = 2.0**-450  # a float64 L2 below this may have lost its low squares to underflow
+#: Row sums: reassociation, and fused multiply-adds for squares (a float16/bfloat16/float32
+#: square is exact in float64, so fusing changes nothing there; for float64 it rounds less).
+_ROWS_MATH = REASSOC | {"contract"}
 
 
 def reduce_sum(data: np.ndarray, plan: ReductionPlan) -> np.ndarray | None:
@@ -308,7 +312,7 @@ def _fold(s, c, x):
     return t, c
 
 
-@njit(cache=True, nogil=True, fastmath=REASSOC)
+@njit(cache=True, nogil=True, fastmath=_ROWS_MATH)
 def _segment(base, a, n, step, square):
     """Sum (of squares) of ``base[a + i*step]``, ``0 <= i < n`` (n >= 1), widened."""
     if step == 1:
@@ -349,7 +353,7 @@ def _offset(index, sizes, strides, last):
     return off
 
 
-@njit(cache=True, nogil=True, fastmath=REASSOC)
+@njit(cache=True, nogil=True, fastmath=_ROWS_MATH)
 def _rows_range(base, offs, m, rsz, rst, lo, hi, square, comp, s, c):
     """Add flat reduced indices ``[lo, hi)`` of the ``m`` outputs at element offsets
     ``offs[:m]`` into ``s[:m]`` (and ``c``). Row by row, all ``m`` outputs take the same row:
@@ -416,7 +420,7 @@ def _unpack(geo):
             geo[2 + 2 * nk + nr:2 + 2 * nk + 2 * nr])
 
 
-@njit(cache=True, nogil=True, fastmath=REASSOC)
+@njit(cache=True, nogil=True, fastmath=_ROWS_MATH)
 def _rows_work(base, geo, block, pieces, square, comp, out, hi, lo, w0, w1):
     """Work items ``[w0, w1)`` of the row kernel: item ``w`` is piece ``w % pieces`` of the
     ``block`` outputs from ``(w // pieces) * block`` on (canonical kept order)."""
@@ -618,7 +622,7 @@ def _cols_parallel(base, geo, pieces, square, comp, out, hi, lo, chunks):
                    n_items * ch // chunks, n_items * (ch + 1) // chunks)
 
 
-@njit(cache=True, nogil=True, fastmath=REASSOC)
+@njit(cache=True, nogil=True, fastmath=_ROWS_MATH)
 def _small_nd(base, geo, square, comp, out):
     """A small C-contiguous array, any reduced axes (:func:`_geometry_nd`), one thread, in
     memory order: rows of a reduced innermost dim are summed whole; with a kept innermost dim,
