@@ -21,6 +21,8 @@ The API, kept small and stable (also used by :mod:`.log_sum_exp`):
   nobody chose a threading layer yet (no NUMBA_THREADING_LAYER, none launched), numba's
   ``"forksafe"`` choice is made (TBB if installed, else workqueue; numba documents GNU OpenMP,
   its default pick here, as unsafe in a forked child). ``num_threads()``: numba's thread count.
+* ``prefetch(arr, index)`` (njit-callable): hint the cache line of ``arr[index]`` into L2
+  (``llvm.prefetch``: no fault, no effect on results).
 * ``REASSOC``: the fastmath flags for vectorized reductions (reassociation only: full fastmath
   breaks inf/NaN handling).
 
@@ -40,9 +42,10 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
+from llvmlite import ir
 from numba import njit, types
-from numba.core import config
-from numba.extending import overload
+from numba.core import cgutils, config
+from numba.extending import intrinsic, overload
 from numba.np.ufunc import parallel as _parallel
 
 from ...spec.dtypes import bfloat16
@@ -54,6 +57,7 @@ __all__ = [
     "canonical",
     "num_threads",
     "parallel_section",
+    "prefetch",
     "storage_dtype",
     "storage_view",
     "store",
@@ -377,3 +381,23 @@ def canonical(data: np.ndarray, axes: tuple[int, ...]) -> Canonical | None:
         collapsed_kept=collapsed_kept,
         flipped=tuple(flipped_kept),
     )
+
+
+@intrinsic
+def prefetch(typingctx, arr, index):  # type: ignore[no-untyped-def]
+    """Hint the cache line of ``arr[index]`` into L2 (``llvm.prefetch``; no fault, no effect)."""
+    if not isinstance(arr, types.Array) or not isinstance(index, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]],
+                                       wraparound=False, boundscheck=False)
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 2), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(arr, index), codegen

@@ -38,10 +38,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from llvmlite import ir
 from numba import njit, prange, types
-from numba.core import cgutils
-from numba.extending import intrinsic, overload
+from numba.extending import overload
 
 from ...plan import ReductionPlan
 from ...spec.dtypes import bfloat16
@@ -50,6 +48,7 @@ from ._common import (
     Canonical,
     canonical,
     parallel_section,
+    prefetch,
     storage_dtype,
     storage_view,
     store,
@@ -439,7 +438,7 @@ def _guess_range(base, bits, off, rs, rst, n, step, a, b, block):
                 # split reductions: the hardware prefetcher alone halves the speed here).
                 ahead = start + done + c
                 for i in range(ahead, start + min(count, done + c + block), _LINE):
-                    _prefetch(bits, i)
+                    prefetch(bits, i)
                 t = _guess_contiguous(base, start + done, c, m)
             else:
                 t = _guess_strided(base, start + done * step, c, step, m)
@@ -572,26 +571,6 @@ def _row_online(base, bits, off, rs, rst, n, step, a, b, block):
     return m, top, hi, lo, ties
 
 
-@intrinsic
-def _prefetch(typingctx, arr, index):
-    """Hint the cache line of ``arr[index]`` into L2 (``llvm.prefetch``; no fault, no effect)."""
-    if not isinstance(arr, types.Array) or not isinstance(index, types.Integer):
-        return None
-
-    def codegen(context, builder, signature, args):
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]],
-                                       wraparound=False, boundscheck=False)
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
-        builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 2), ir.Constant(i32, 1)])
-        return context.get_dummy_value()
-
-    return types.void(arr, index), codegen
-
-
 @njit(cache=True)
 def _prefetch_row(bits, offset, ks, kst, rs, n, step, t, outputs):
     """Prefetch the first CHUNK elements of contiguous row ``t``: its memory arrives while the
@@ -601,7 +580,7 @@ def _prefetch_row(bits, offset, ks, kst, rs, n, step, t, outputs):
     start = offset + _offset(t, ks, kst)
     line = max(1, 64 // bits.itemsize)
     for i in range(0, min(n, CHUNK), line):
-        _prefetch(bits, start + i)
+        prefetch(bits, start + i)
 
 
 @njit(cache=True, parallel=True)

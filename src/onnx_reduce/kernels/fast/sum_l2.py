@@ -40,10 +40,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from llvmlite import ir
 from numba import njit, prange, types
-from numba.core import cgutils
-from numba.extending import intrinsic, overload
+from numba.extending import overload
 
 from ...plan import ReductionPlan
 from ._common import (
@@ -51,6 +49,7 @@ from ._common import (
     canonical,
     num_threads,
     parallel_section,
+    prefetch,
     storage_dtype,
     store,
     widen,
@@ -273,27 +272,6 @@ def _pieces(items: int, threads: int, most: int) -> int:
 
 
 # ----------------------------------------------------------------------------- numba parts
-
-
-@intrinsic
-def _prefetch(typingctx, arr, index):
-    """Hint the cache line of ``arr[index]`` into L2 (``llvm.prefetch``; no fault, no effect
-    on results). A copy of the one in :mod:`.log_sum_exp`."""
-    if not isinstance(arr, types.Array) or not isinstance(index, types.Integer):
-        return None
-
-    def codegen(context, builder, signature, args):
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]],
-                                       wraparound=False, boundscheck=False)
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
-        builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 2), ir.Constant(i32, 1)])
-        return context.get_dummy_value()
-
-    return types.void(arr, index), codegen
 
 
 def _zero(x):  # pragma: no cover - njit only
@@ -537,7 +515,7 @@ def _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, square, comp, ahea
                 for r in range(r0 + ahead, r0 + ahead + 4):
                     a = off + (r * rst[0] if nr == 1 else _offset(r, rsz, rst, nr))
                     for j in range(0, width, line):
-                        _prefetch(base, a + j)
+                        prefetch(base, a + j)
             if comp and square:
                 for j in range(width):
                     v0 = widen(x0[j])
