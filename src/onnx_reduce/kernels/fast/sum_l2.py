@@ -637,6 +637,23 @@ def _cols_parallel(base, geo, pieces, square, comp, out, hi, lo, chunks):
                    n_items * ch // chunks, n_items * (ch + 1) // chunks)
 
 
+
+@njit(cache=True, nogil=True)
+def _next_outer(idx, sizes, ost, last, o):  # pragma: no cover - compiled
+    """Step the odometer ``idx`` over dims ``0..last`` (``last`` fastest) and return the output
+    offset ``o`` moved along with it (``ost``: the dims' output strides; no divisions)."""
+    d = last
+    while d >= 0:
+        idx[d] += 1
+        o += ost[d]
+        if idx[d] < sizes[d]:
+            break
+        o -= ost[d] * sizes[d]
+        idx[d] = 0
+        d -= 1
+    return o
+
+
 @njit(cache=True, nogil=True, fastmath=_ROWS_MATH)
 def _small_nd(base, geo, square, comp, out):
     """A small C-contiguous array, any reduced axes (:func:`_geometry_nd`), one thread, in
@@ -655,15 +672,7 @@ def _small_nd(base, geo, square, comp, out):
         o = 0
         for t in range(base.size // n_in):
             if t:
-                d = m - 2
-                while d >= 0:
-                    idx[d] += 1
-                    o += ost[d]
-                    if idx[d] < sizes[d]:
-                        break
-                    o -= ost[d] * sizes[d]
-                    idx[d] = 0
-                    d -= 1
+                o = _next_outer(idx, sizes, ost, m - 2, o)
             seg = base[t * n_in:(t + 1) * n_in]
             if not comp:
                 part = zero
@@ -700,15 +709,7 @@ def _small_nd(base, geo, square, comp, out):
         o = 0
         for u in range(base.size // group):
             if u:
-                d = outer - 1
-                while d >= 0:
-                    idx[d] += 1
-                    o += ost[d]
-                    if idx[d] < sizes[d]:
-                        break
-                    o -= ost[d] * sizes[d]
-                    idx[d] = 0
-                    d -= 1
+                o = _next_outer(idx, sizes, ost, outer - 1, o)
             _add_rows(base, u * group, 0, n_rows, rsz, rst, 1, n_in, s[o:o + n_in],
                       c[o:o + n_in], square, comp, 0)
     for o in range(out.size):
