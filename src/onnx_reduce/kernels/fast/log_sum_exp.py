@@ -949,32 +949,23 @@ def _columns_split(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, pie
     his = np.zeros((pieces, outputs))
     los = np.zeros((pieces, outputs))
     ties = np.zeros((pieces, outputs))
-    for i in prange(items * pieces):
-        task = np.int64(i)
-        item = task // pieces
-        p = task - item * pieces
-        k = item // blocks
-        j0 = (item - k * blocks) * width
-        w = min(width, cols - j0)
-        off = offset + _offset(k, ks, kst) + j0 * cstep
-        o = k * cols + j0
-        _column_pass(base, bits, off, w, cstep, rs, rst, total * p // pieces,
-                     total * (p + 1) // pieces, True, keys[p, o:o + w], mags[p, o:o + w],
-                     peaks[o:o + w], his[p, o:o + w], los[p, o:o + w], ties[p, o:o + w])
-    for t in range(outputs):
-        peaks[t] = _from_key(bits, keys[:, t].max(), mags[:, t].max())
-    for i in prange(items * pieces):
-        task = np.int64(i)
-        item = task // pieces
-        p = task - item * pieces
-        k = item // blocks
-        j0 = (item - k * blocks) * width
-        w = min(width, cols - j0)
-        off = offset + _offset(k, ks, kst) + j0 * cstep
-        o = k * cols + j0
-        _column_pass(base, bits, off, w, cstep, rs, rst, total * p // pieces,
-                     total * (p + 1) // pieces, False, keys[p, o:o + w], mags[p, o:o + w],
-                     peaks[o:o + w], his[p, o:o + w], los[p, o:o + w], ties[p, o:o + w])
+    for sweep in range(2):  # first the maxima, then the sums shifted by them
+        first = sweep == 0
+        for i in prange(items * pieces):
+            task = np.int64(i)
+            item = task // pieces
+            p = task - item * pieces
+            k = item // blocks
+            j0 = (item - k * blocks) * width
+            w = min(width, cols - j0)
+            off = offset + _offset(k, ks, kst) + j0 * cstep
+            o = k * cols + j0
+            _column_pass(base, bits, off, w, cstep, rs, rst, total * p // pieces,
+                         total * (p + 1) // pieces, first, keys[p, o:o + w], mags[p, o:o + w],
+                         peaks[o:o + w], his[p, o:o + w], los[p, o:o + w], ties[p, o:o + w])
+        if first:
+            for t in range(outputs):
+                peaks[t] = _from_key(bits, keys[:, t].max(), mags[:, t].max())
     for t in range(outputs):
         hi = 0.0
         lo = 0.0
