@@ -13,14 +13,12 @@ array(800.69314718)
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .pipeline import execute, execute_plan, plan_call
-from .plan import ReductionPlan
+from .pipeline import execute, prepare
 from .spec import OpVersion, as_axes, latest, resolve
 
 Axes = Sequence[int] | np.ndarray | None
@@ -81,40 +79,51 @@ def reduce_log_sum_exp(
     return _reduce("ReduceLogSumExp", data, axes, keepdims, noop_with_empty_axes, opset)
 
 
+#: Prepared calls (:func:`onnx_reduce.pipeline.prepare`) by (op, dtype, shape, axes, keepdims,
+#: noop, opset): a repeated call skips validation, planning and the kernel choice. Only valid
+#: calls get here (invalid ones raise while preparing).
+_PREPARED: dict[tuple, Callable[[np.ndarray], np.ndarray]] = {}
+_MAX_PREPARED = 4096
+
+
 def _reduce(
     op: str, data: ArrayLike, axes: Axes, keepdims: bool, noop: bool, opset: int | None
 ) -> np.ndarray:
-    data = data if type(data) is np.ndarray else np.asarray(data)
-    key = _call_key(axes, keepdims, noop, opset)
-    if key is None:  # unusual argument types: the plain path judges them
+    if type(data) is not np.ndarray:
+        data = np.asarray(data)
+    key = _call_key(op, data, axes, keepdims, noop, opset)
+    run = _PREPARED.get(key) if key is not None else None
+    if run is None:
         ver, attributes, axes_input = _node_form(op, axes, keepdims, noop, opset)
-        return execute(ver, data, attributes, axes_input)
-    ver, plan = _planned(op, data.dtype, data.shape, *key)
-    return execute_plan(ver, data, plan)
+        if key is None:  # unusual argument types: the plain path judges them
+            return execute(ver, data, attributes, axes_input)
+        run = prepare(ver, data.dtype, data.shape, attributes, axes_input)
+        if len(_PREPARED) >= _MAX_PREPARED:
+            _PREPARED.clear()
+        _PREPARED[key] = run
+    return run(data)
 
 
-@functools.lru_cache(maxsize=4096)
-def _planned(
-    op: str, dtype: np.dtype, shape: tuple[int, ...], axes: tuple[int, ...] | None,
-    keepdims: bool, noop: bool, opset: int | None,
-) -> tuple[OpVersion, ReductionPlan]:
-    """Validate and plan a call (memoized: only valid calls are cached, invalid ones raise)."""
-    ver, attributes, axes_input = _node_form(op, axes, keepdims, noop, opset)
-    return ver, plan_call(ver, dtype, shape, attributes, axes_input)
-
-
-def _call_key(axes: Axes, keepdims: bool, noop: bool, opset: int | None) -> tuple | None:
-    """The arguments as a cache key, when they are plain Python ints/bools (an axis of 1.0 or
-    keepdims=1.0 must not hit the entry of 1); else None."""
-    if type(keepdims) not in (bool, int) or type(noop) not in (bool, int):
+def _call_key(
+    op: str, data: np.ndarray, axes: Axes, keepdims: bool, noop: bool, opset: int | None
+) -> tuple | None:
+    """The call as a cache key when its arguments are plain Python ints/bools (an axis of 1.0
+    or keepdims=1.0 must not hit the entry of 1); else None."""
+    if type(keepdims) not in _PLAIN or type(noop) not in _PLAIN:
         return None
     if opset is not None and type(opset) is not int:
         return None
     if axes is not None:
-        if type(axes) not in (list, tuple) or not all(type(a) is int for a in axes):
+        if type(axes) is not list and type(axes) is not tuple:
             return None
         axes = tuple(axes)
-    return axes, keepdims, noop, opset
+        for axis in axes:
+            if type(axis) is not int:
+                return None
+    return op, data.dtype, data.shape, axes, keepdims, noop, opset
+
+
+_PLAIN = (bool, int)
 
 
 def _node_form(

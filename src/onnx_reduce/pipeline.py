@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from .kernels.dispatch import run_kernel
+from .kernels.dispatch import bind, run_kernel
 from .plan import ReductionPlan, make_plan
 from .spec import OpVersion, validate
 
@@ -37,6 +37,25 @@ def execute(
 def execute_plan(ver: OpVersion, data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
     """Run a planned call (from :func:`plan_call`) on ``data``: the kernel stage."""
     return np.asarray(run_kernel(ver.op, data, plan))
+
+
+def prepare(
+    ver: OpVersion,
+    dtype: np.dtype,
+    shape: tuple[int, ...],
+    attributes: Mapping[str, Any],
+    axes_input: np.ndarray | None = None,
+) -> Callable[[np.ndarray], np.ndarray]:
+    """Validate and plan a call once for many arrays of ``dtype`` and ``shape``: the returned
+    function runs only the kernel stage (for small arrays, a kernel bound to this case).
+
+    >>> from onnx_reduce.spec import resolve
+    >>> run = prepare(resolve("ReduceSum", 13), np.dtype(np.float32), (2, 3), {"keepdims": 0})
+    >>> run(np.ones((2, 3), np.float32))
+    array(6., dtype=float32)
+    """
+    dtype = np.dtype(dtype)
+    return bind(ver.op, dtype, plan_call(ver, dtype, tuple(shape), attributes, axes_input))
 
 
 def plan_call(

@@ -4,7 +4,8 @@ else the numpy reference path.
 Fast kernels live in :mod:`onnx_reduce.kernels.fast`, one module per family. Each exposes
 ``reduce_<op>(data, plan) -> np.ndarray | None`` and returns None for a case it does not serve
 (dtype, layout, size), which then falls back to the reference. They are imported on first use, so
-``import onnx_reduce`` does not load numba.
+``import onnx_reduce`` does not load numba. :func:`bind` makes the per-call choice once for many
+calls on arrays of one dtype and shape (:mod:`onnx_reduce.kernels.fast.bound`).
 """
 
 from __future__ import annotations
@@ -73,6 +74,42 @@ def run_kernel(op: str, data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
                 f"axes {plan.axes}"
             )
     return _REFERENCE[op](data, plan)
+
+
+def bind(op: str, dtype: np.dtype, plan: ReductionPlan) -> Callable[[np.ndarray], np.ndarray]:
+    """:func:`run_kernel` for arrays of ``dtype`` and shape ``plan.shape`` only, with the kernel
+    choice made once: C-contiguous, aligned, writeable arrays (the common case) go straight to
+    a compiled kernel bound to this case when one is (small arrays: the per-call cost of the
+    general path would exceed the work); the rest take :func:`run_kernel`. Same results.
+
+    >>> from onnx_reduce.spec import Request, resolve
+    >>> from onnx_reduce.plan import make_plan
+    >>> plan = make_plan(Request(resolve("ReduceL2", 18), None, False, False), (2,))
+    >>> bind("ReduceL2", np.dtype(np.float64), plan)(np.array([3.0, 4.0]))
+    array(5.)
+    """
+    fast = None if plan.noop else _bound_kernel(op, dtype, plan)
+    if fast is None:
+        return lambda data: np.asarray(run_kernel(op, data, plan))
+
+    def run(data: np.ndarray) -> np.ndarray:
+        flags = data.flags
+        if flags.c_contiguous and flags.aligned and flags.writeable and _path.get() != "reference":
+            result = fast(data)
+            if result is not None:
+                return result
+        return np.asarray(run_kernel(op, data, plan))
+    return run
+
+
+def _bound_kernel(
+    op: str, dtype: np.dtype, plan: ReductionPlan
+) -> Callable[[np.ndarray], np.ndarray | None] | None:
+    if _fast_kernel(op) is None:  # numba missing: no compiled kernels at all
+        return None
+    from .fast.bound import bind as bind_fast
+
+    return bind_fast(op, dtype, plan)
 
 
 def _fast_kernel(op: str) -> Kernel | None:

@@ -1,0 +1,151 @@
+"""The small-array lane (kernels bound to one op, dtype and plan) against the exact oracle, and
+against the general path bit for bit; when it must step aside; and the front door's cache."""
+
+from __future__ import annotations
+
+import itertools
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import oracle
+from onnx_reduce import reduce_l2, reduce_log_sum_exp, reduce_sum
+from onnx_reduce.kernels import dispatch
+from onnx_reduce.kernels.dispatch import kernel_path, run_kernel
+from onnx_reduce.plan import make_plan
+from onnx_reduce.spec import Request, latest
+
+pytest.importorskip("numba")
+from onnx_reduce.kernels.fast import bound
+
+FLOATS = [np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16),
+          np.dtype(ml_dtypes.bfloat16)]
+OPS = ["ReduceSum", "ReduceL2", "ReduceLogSumExp"]
+#: shapes and axes of the latency benchmark and around it: every canonical layout
+LAYOUTS = [((8, 128), (1,)), ((8, 128), (0,)), ((8, 128), (0, 1)), ((8, 8, 16), (1,)),
+           ((8, 8, 16), (0, 2)), ((3, 1, 5), (1,)), ((1, 7), (0,)), ((5,), (0,)),
+           ((2, 3, 4, 5), (1, 3)), ((2, 3, 4, 5), (0, 1, 2, 3))]
+
+
+def _plan(op: str, shape: tuple, axes: tuple, keepdims: bool = True):
+    return make_plan(Request(latest(op), axes, keepdims, False), shape)
+
+
+def _allowed_ulps(op: str, row: np.ndarray, exact, dtype: np.dtype) -> float:
+    """Half an ulp (correct rounding) for the narrow floats; float64: 2 ulps, and a float64
+    sum of mixed signs also 2**-52 * sum(|x|) (there is no wider type to hide cancellation in)."""
+    if dtype != np.float64:
+        return 0.5
+    if op != "ReduceSum":
+        return 2
+    slack = 2.0**-52 * float(np.abs(row.astype(np.float64)).sum())
+    return 2 + slack / float(oracle.ulp(exact, dtype))
+
+
+def _data(shape: tuple, dtype: np.dtype, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(shape) * 4).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize(("shape", "axes"), LAYOUTS, ids=str)
+def test_bound_kernel_is_exact_and_matches_general_path(op, dtype, shape, axes) -> None:
+    data = _data(shape, dtype, seed=len(shape) + sum(axes))
+    plan = _plan(op, shape, axes)
+    run = bound.bind(op, dtype, plan)
+    assert run is not None, "the lane should serve every small float case"
+    got = run(data)
+    assert got.shape == plan.output_shape
+    assert got.dtype == dtype
+    want = oracle.expected(op, data, axes)
+    exact = oracle.exact(op, data, axes).reshape(-1)
+    for g, x, row in zip(got.reshape(-1).tolist(), exact, oracle.rows(data, axes), strict=True):
+        assert oracle.ulp_error(g, x, dtype) <= _allowed_ulps(op, row, x, dtype)
+    with kernel_path("fast"):
+        general = run_kernel(op, data, plan)
+    np.testing.assert_array_equal(got.view(np.uint8), np.asarray(general).view(np.uint8))
+    if dtype != np.float64:
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32, np.uint64], ids=str)
+def test_integer_sums_wrap(dtype) -> None:
+    info = np.iinfo(dtype)
+    data = np.full((4, 6), info.max, dtype)
+    data[1] = info.min
+    plan = _plan("ReduceSum", data.shape, (1,))
+    got = bound.bind("ReduceSum", np.dtype(dtype), plan)(data)
+    np.testing.assert_array_equal(got, oracle.expected("ReduceSum", data, (1,)))
+
+
+def test_integer_l2_and_large_inputs_are_left_to_the_general_path() -> None:
+    plan = _plan("ReduceL2", (4, 6), (1,))
+    assert bound.bind("ReduceL2", np.dtype(np.int32), plan) is None  # exact isqrt: reference
+    big = _plan("ReduceSum", (1024, 1024), (1,))
+    assert bound.bind("ReduceSum", np.dtype(np.float32), big) is None  # threaded kernels
+    noop = make_plan(Request(latest("ReduceSum"), (), True, True), (4, 6))
+    assert bound.bind("ReduceSum", np.dtype(np.float32), noop) is None
+
+
+@pytest.mark.parametrize("values", [[3e200, 4e200], [3e-200, 4e-200], [1e308, 1e308]], ids=str)
+def test_float64_l2_that_overflows_or_underflows_is_redone(values) -> None:
+    data = np.array([values, [3.0, 4.0]])
+    plan = _plan("ReduceL2", data.shape, (1,))
+    assert bound.bind("ReduceL2", data.dtype, plan)(data) is None  # the lane steps aside
+    got = reduce_l2(data, axes=[1], keepdims=False)
+    want = oracle.expected("ReduceL2", data, (1,), keepdims=False)
+    np.testing.assert_array_equal(got, want)
+    assert np.isfinite(got).all()
+    assert (got > 0).all()
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_special_values(op) -> None:
+    data = np.array([[np.nan, 1.0], [np.inf, 1.0], [-np.inf, -np.inf], [np.inf, -np.inf]],
+                    np.float32)
+    got = bound.bind(op, data.dtype, _plan(op, data.shape, (1,)))(data)
+    np.testing.assert_array_equal(got, oracle.expected(op, data, (1,)))
+
+
+def test_reference_path_bypasses_the_lane(monkeypatch) -> None:
+    data = np.ones((4, 6), np.float32)
+    plan = _plan("ReduceSum", data.shape, (1,))
+    run = dispatch.bind("ReduceSum", data.dtype, plan)
+    sentinel = np.array([-1.0], np.float32)
+    monkeypatch.setitem(dispatch._REFERENCE, "ReduceSum", lambda data, plan: sentinel)
+    np.testing.assert_array_equal(run(data), np.full((4, 1), 6, np.float32))
+    with kernel_path("reference"):
+        assert run(data) is sentinel
+
+
+FUNCTIONS = {"ReduceSum": reduce_sum, "ReduceL2": reduce_l2,
+             "ReduceLogSumExp": reduce_log_sum_exp}
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_arrays_the_lane_does_not_take_still_work(op) -> None:
+    """Same dtype and shape as a cached call, but not C-contiguous, read-only or unaligned."""
+    function = FUNCTIONS[op]
+    base = _data((8, 256), np.dtype(np.float32), seed=3)
+    plain = np.ascontiguousarray(base[:, ::2])
+    function(plain, axes=[1])  # the call is now cached for (8, 128) float32
+    readonly = plain.copy()
+    readonly.flags.writeable = False
+    raw = np.zeros(plain.nbytes + 1, np.uint8)
+    unaligned = np.frombuffer(raw.data, np.float32, plain.size, offset=1).reshape(plain.shape)
+    unaligned[...] = plain
+    assert not unaligned.flags.aligned
+    want = oracle.expected(op, plain, (1,))
+    for variant in (base[:, ::2], base[:, -2::-2][:, ::-1], readonly, unaligned, plain):
+        np.testing.assert_array_equal(function(variant, axes=[1]), want)
+
+
+def test_repeated_calls_reuse_and_stay_correct() -> None:
+    """Many arrays through one prepared call, interleaved with other shapes and axes."""
+    rng = np.random.default_rng(7)
+    for shape, axes in itertools.islice(itertools.cycle(LAYOUTS), 60):
+        data = (rng.standard_normal(shape) * 100).astype(np.float32)
+        np.testing.assert_array_equal(reduce_sum(data, axes=list(axes)),
+                                      oracle.expected("ReduceSum", data, axes))
