@@ -25,7 +25,8 @@ OPS = ["ReduceSum", "ReduceL2", "ReduceLogSumExp"]
 #: shapes and axes of the latency benchmark and around it: every canonical layout
 LAYOUTS = [((8, 128), (1,)), ((8, 128), (0,)), ((8, 128), (0, 1)), ((8, 8, 16), (1,)),
            ((8, 8, 16), (0, 2)), ((3, 1, 5), (1,)), ((1, 7), (0,)), ((5,), (0,)),
-           ((2, 3, 4, 5), (1, 3)), ((2, 3, 4, 5), (0, 1, 2, 3))]
+           ((2, 3, 4, 5), (1, 3)), ((2, 3, 4, 5), (0, 1, 2, 3)),
+           ((2, 3000), (1,)), ((5, 3, 200), (0, 2))]  # rows longer than one block
 
 
 def _plan(op: str, shape: tuple, axes: tuple, keepdims: bool = True):
@@ -51,7 +52,7 @@ def _data(shape: tuple, dtype: np.dtype, seed: int) -> np.ndarray:
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize(("shape", "axes"), LAYOUTS, ids=str)
-def test_bound_kernel_is_exact_and_matches_general_path(op, dtype, shape, axes) -> None:
+def test_bound_kernel_is_correctly_rounded(op, dtype, shape, axes) -> None:
     data = _data(shape, dtype, seed=len(shape) + sum(axes))
     plan = _plan(op, shape, axes)
     run = bound.bind(op, dtype, plan)
@@ -63,9 +64,10 @@ def test_bound_kernel_is_exact_and_matches_general_path(op, dtype, shape, axes) 
     exact = oracle.exact(op, data, axes).reshape(-1)
     for g, x, row in zip(got.reshape(-1).tolist(), exact, oracle.rows(data, axes), strict=True):
         assert oracle.ulp_error(g, x, dtype) <= _allowed_ulps(op, row, x, dtype)
-    with kernel_path("fast"):
-        general = run_kernel(op, data, plan)
-    np.testing.assert_array_equal(got.view(np.uint8), np.asarray(general).view(np.uint8))
+    if op != "ReduceLogSumExp":  # the same kernel as the general path (LSE rows: its own)
+        with kernel_path("fast"):
+            general = run_kernel(op, data, plan)
+        np.testing.assert_array_equal(got.view(np.uint8), np.asarray(general).view(np.uint8))
     if dtype != np.float64:
         np.testing.assert_array_equal(got, want)
 

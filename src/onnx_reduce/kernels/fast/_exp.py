@@ -40,6 +40,7 @@ __all__ = [
     "as_int64",
     "exp_nonpos",
     "exp_nonpos_short",
+    "float32_to_half",
     "half_to_float64",
 ]
 
@@ -107,6 +108,23 @@ def half_to_float64(typingctx, bits):  # type: ignore[no-untyped-def]
         return builder.fpext(half, ir.DoubleType())
 
     return types.float64(types.uint16), codegen
+
+
+@intrinsic
+def float32_to_half(typingctx, value):  # type: ignore[no-untyped-def]
+    """float32 -> float16 bits (uint16), rounded to nearest even, inside numba only.
+
+    An LLVM ``fptrunc`` to ``half``: with F16C one ``vcvtps2ph`` (overflow to inf, subnormals
+    and NaN as IEEE says). Fed a round-to-odd float32 it gives one correct rounding of a float64.
+    """
+    if value != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        half = builder.fptrunc(args[0], ir.HalfType())
+        return builder.bitcast(half, ir.IntType(16))
+
+    return types.uint16(types.float32), codegen
 
 
 _INV_LN2 = 1.4426950408889634

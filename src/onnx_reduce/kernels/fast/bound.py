@@ -4,8 +4,11 @@ A call on a small array costs more in Python than in the kernel: finding the lay
 the geometry and choosing the kernel take microseconds, summing 1024 elements a fraction of
 one. :func:`bind` does that work once per (op, dtype, shape, axes); the function it returns
 takes an array of that dtype and shape (C-contiguous, aligned, writeable: the caller checks)
-and only allocates the output and calls the compiled kernel, the same kernel the general path
-(:func:`.sum_l2.reduce_sum` etc.) would pick, so results are identical bit for bit.
+and only allocates the output and calls a compiled kernel. ReduceSum/ReduceL2 and the column
+layouts of ReduceLogSumExp use the kernel the general path (:func:`.sum_l2.reduce_sum` etc.)
+would pick, so their results are identical bit for bit; ReduceLogSumExp rows use
+:func:`.log_sum_exp._small_rows` (two passes in memory order, the same arithmetic per row
+without the general row kernel's per-row setup).
 Large inputs (the parallel kernels' sizes), and anything else not served, get None: their
 per-call cost is negligible next to the work, and the general path handles them.
 
@@ -29,7 +32,7 @@ from numba.extending import overload
 
 from ...plan import ReductionPlan
 from . import log_sum_exp, sum_l2
-from ._common import canonical, storage_dtype
+from ._common import canonical, memory_order_geometry, storage_dtype
 
 __all__ = ["bind"]
 
@@ -52,7 +55,7 @@ def _bind_sum_l2(dtype: np.dtype, plan: ReductionPlan, size: int, square: bool) 
     if (dtype not in sum_l2._ACCUMULATOR or size >= sum_l2.PARALLEL_MIN
             or (square and dtype.kind in "iu")):
         return None
-    geo = sum_l2._geometry_nd(plan.shape, plan.axes)
+    geo = memory_order_geometry(plan.shape, plan.axes)
     kernel = _small_l2 if square else _small_sum
     storage = sum_l2._STORAGE[dtype]
     n_out = size // plan.reduced_size
@@ -72,17 +75,22 @@ def _bind_sum_l2(dtype: np.dtype, plan: ReductionPlan, size: int, square: bool) 
 def _bind_log_sum_exp(dtype: np.dtype, plan: ReductionPlan, size: int) -> Bound | None:
     if dtype not in log_sum_exp._SERVED or size >= log_sum_exp.PARALLEL_MIN:
         return None
-    canon = canonical(np.empty(plan.shape, dtype), plan.axes)
-    job = None if canon is None else log_sum_exp._job(canon, dtype, plan)
-    if job is None:
-        return None
-    kernel, args, outputs = job
     storage = storage_dtype(dtype)
     bits = log_sum_exp._BITS.get(dtype, storage)
+    n_out = size // plan.reduced_size
     shape = plan.output_shape
+    geo = memory_order_geometry(plan.shape, plan.axes)
+    if geo[2 * geo[0]]:  # the innermost (merged) dim is reduced: whole rows, in memory order
+        kernel, args = log_sum_exp._small_rows, (geo,)
+    else:  # the column kernel the general path would pick (serial at these sizes)
+        canon = canonical(np.empty(plan.shape, dtype), plan.axes)
+        job = None if canon is None else log_sum_exp._job(canon, dtype, plan)
+        if job is None:
+            return None
+        kernel, args, _ = job
 
     def run(data: np.ndarray) -> np.ndarray:
-        out = np.empty(outputs, storage)
+        out = np.empty(n_out, storage)
         base = data.view(storage).reshape(-1)
         kernel(base, base.view(bits), *args, out)
         return out.view(dtype).reshape(shape)

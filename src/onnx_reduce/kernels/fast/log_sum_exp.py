@@ -47,6 +47,7 @@ from ._common import (
     REASSOC,
     Canonical,
     canonical,
+    next_outer,
     parallel_section,
     prefetch,
     storage_dtype,
@@ -978,3 +979,48 @@ def _columns_split(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, pie
 
 
 _SERIAL = (_rows_serial, _columns_serial)
+
+
+# ----------------------------------------------------------------------------- small arrays
+
+
+@njit(cache=True)
+def _small_rows(base, bits, geo, out):
+    """A small C-contiguous array whose innermost dim is reduced, any other reduced axes
+    (:func:`._common.memory_order_geometry`), one thread, in memory order: every output's
+    maximum (integer keys), then its terms and ties, row by row. No per-row setup beyond an
+    odometer step: short rows (8x128, 8x8x16) cost little more than their data.
+    """
+    m = geo[0]
+    sizes = geo[1:1 + m]
+    ost = geo[1 + 2 * m:1 + 3 * m]
+    n_in = sizes[m - 1]
+    n_out = out.size
+    keys = np.full(n_out, _KEY_FLOOR)
+    mags = np.zeros(n_out, np.int64)
+    sums = np.zeros((4, n_out))  # peaks, his, los, ties: one allocation
+    peaks = sums[0]
+    his = sums[1]
+    los = sums[2]
+    ties = sums[3]
+    idx = np.zeros(m, np.int64)
+    block = BLOCK if _compensated(base) else LONG_BLOCK
+    for first in (True, False):
+        idx[:] = 0
+        o = 0
+        for t in range(base.size // n_in):
+            if t:
+                o = next_outer(idx, sizes, ost, m - 2, o)
+            start = t * n_in
+            if first:
+                keys[o], mags[o] = _keys_contiguous(bits, start, n_in, keys[o], mags[o])
+                continue
+            for b in range(0, n_in, block):
+                tail, k = _terms_contiguous(base, start + b, min(block, n_in - b), peaks[o])
+                his[o], los[o] = _add(his[o], los[o], tail)
+                ties[o] += k
+        if first:
+            for o in range(n_out):
+                peaks[o] = _from_key(bits, keys[o], mags[o])
+    for o in range(n_out):
+        store(out, o, _finish(peaks[o], his[o], los[o], ties[o]))
