@@ -89,11 +89,18 @@ def _bind_log_sum_exp(dtype: np.dtype, plan: ReductionPlan, size: int) -> Bound 
             return None
         kernel, args, _ = job
 
-    def run(data: np.ndarray) -> np.ndarray:
-        out = np.empty(n_out, storage)
-        base = data.view(storage).reshape(-1)
-        kernel(base, base.view(bits), *args, out)
-        return out.view(dtype).reshape(shape)
+    if storage == dtype:
+        def run(data: np.ndarray) -> np.ndarray:
+            out = np.empty(n_out, dtype)
+            base = data.reshape(-1)
+            kernel(base, base.view(bits), *args, out)
+            return out.reshape(shape)
+    else:
+        def run(data: np.ndarray) -> np.ndarray:
+            out = np.empty(n_out, storage)
+            base = data.view(storage).reshape(-1)
+            kernel(base, base.view(bits), *args, out)
+            return out.view(dtype).reshape(shape)
     return run
 
 

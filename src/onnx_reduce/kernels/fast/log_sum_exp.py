@@ -47,7 +47,6 @@ from ._common import (
     REASSOC,
     Canonical,
     canonical,
-    next_outer,
     parallel_section,
     prefetch,
     storage_dtype,
@@ -1009,8 +1008,16 @@ def _small_rows(base, bits, geo, out):
         idx[:] = 0
         o = 0
         for t in range(base.size // n_in):
-            if t:
-                o = next_outer(idx, sizes, ost, m - 2, o)
+            if t:  # the odometer step (written out: as a call, even inlined, ~30 ns per row)
+                d = m - 2
+                while d >= 0:
+                    idx[d] += 1
+                    o += ost[d]
+                    if idx[d] < sizes[d]:
+                        break
+                    o -= ost[d] * sizes[d]
+                    idx[d] = 0
+                    d -= 1
             start = t * n_in
             if first:
                 keys[o], mags[o] = _keys_contiguous(bits, start, n_in, keys[o], mags[o])
