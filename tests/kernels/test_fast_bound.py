@@ -15,6 +15,7 @@ from onnx_reduce.kernels import dispatch
 from onnx_reduce.kernels.dispatch import kernel_path, run_kernel
 from onnx_reduce.plan import make_plan
 from onnx_reduce.spec import Request, latest
+from test_properties import allowed_ulps
 
 pytest.importorskip("numba")
 from onnx_reduce.kernels.fast import bound
@@ -26,22 +27,12 @@ OPS = ["ReduceSum", "ReduceL2", "ReduceLogSumExp"]
 LAYOUTS = [((8, 128), (1,)), ((8, 128), (0,)), ((8, 128), (0, 1)), ((8, 8, 16), (1,)),
            ((8, 8, 16), (0, 2)), ((3, 1, 5), (1,)), ((1, 7), (0,)), ((5,), (0,)),
            ((2, 3, 4, 5), (1, 3)), ((2, 3, 4, 5), (0, 1, 2, 3)),
-           ((2, 3000), (1,)), ((5, 3, 200), (0, 2))]  # rows longer than one block
+           ((2, 3000), (1,)), ((5, 3, 200), (0, 2)),  # rows longer than one block
+           ((3, 300), (0,)), ((4, 3, 129), (1,))]  # columns wider than the narrow kernel's
 
 
 def _plan(op: str, shape: tuple, axes: tuple, keepdims: bool = True):
     return make_plan(Request(latest(op), axes, keepdims, False), shape)
-
-
-def _allowed_ulps(op: str, row: np.ndarray, exact, dtype: np.dtype) -> float:
-    """Half an ulp (correct rounding) for the narrow floats; float64: 2 ulps, and a float64
-    sum of mixed signs also 2**-52 * sum(|x|) (there is no wider type to hide cancellation in)."""
-    if dtype != np.float64:
-        return 0.5
-    if op != "ReduceSum":
-        return 2
-    slack = 2.0**-52 * float(np.abs(row.astype(np.float64)).sum())
-    return 2 + slack / float(oracle.ulp(exact, dtype))
 
 
 def _data(shape: tuple, dtype: np.dtype, seed: int) -> np.ndarray:
@@ -63,7 +54,7 @@ def test_bound_kernel_is_correctly_rounded(op, dtype, shape, axes) -> None:
     want = oracle.expected(op, data, axes)
     exact = oracle.exact(op, data, axes).reshape(-1)
     for g, x, row in zip(got.reshape(-1).tolist(), exact, oracle.rows(data, axes), strict=True):
-        assert oracle.ulp_error(g, x, dtype) <= _allowed_ulps(op, row, x, dtype)
+        assert oracle.ulp_error(g, x, dtype) <= allowed_ulps(op, row, x, dtype)
     if op != "ReduceLogSumExp":  # the same kernel as the general path (LSE rows: its own)
         with kernel_path("fast"):
             general = run_kernel(op, data, plan)
@@ -104,11 +95,13 @@ def test_float64_l2_that_overflows_or_underflows_is_redone(values) -> None:
 
 
 @pytest.mark.parametrize("op", OPS)
-def test_special_values(op) -> None:
-    data = np.array([[np.nan, 1.0], [np.inf, 1.0], [-np.inf, -np.inf], [np.inf, -np.inf]],
-                    np.float32)
-    got = bound.bind(op, data.dtype, _plan(op, data.shape, (1,)))(data)
-    np.testing.assert_array_equal(got, oracle.expected(op, data, (1,)))
+@pytest.mark.parametrize("columns", [False, True], ids=["rows", "columns"])
+def test_special_values(op, columns) -> None:
+    rows = np.array([[np.nan, 1.0], [np.inf, 1.0], [-np.inf, -np.inf], [np.inf, -np.inf],
+                     [np.nan, np.inf], [-np.inf, 2.0], [0.0, -40.0], [1e30, 1e30]], np.float32)
+    data, axes = (np.ascontiguousarray(rows.T), (0,)) if columns else (rows, (1,))
+    got = bound.bind(op, data.dtype, _plan(op, data.shape, axes))(data)
+    np.testing.assert_array_equal(got, oracle.expected(op, data, axes))
 
 
 def test_reference_path_bypasses_the_lane(monkeypatch) -> None:

@@ -4,11 +4,11 @@ A call on a small array costs more in Python than in the kernel: finding the lay
 the geometry and choosing the kernel take microseconds, summing 1024 elements a fraction of
 one. :func:`bind` does that work once per (op, dtype, shape, axes); the function it returns
 takes an array of that dtype and shape (C-contiguous, aligned, writeable: the caller checks)
-and only allocates the output and calls a compiled kernel. ReduceSum/ReduceL2 and the column
-layouts of ReduceLogSumExp use the kernel the general path (:func:`.sum_l2.reduce_sum` etc.)
-would pick, so their results are identical bit for bit; ReduceLogSumExp rows use
-:func:`.log_sum_exp._small_rows` (two passes in memory order, the same arithmetic per row
-without the general row kernel's per-row setup).
+and only allocates the output and calls a compiled kernel. ReduceSum/ReduceL2 and the wide
+column layouts of ReduceLogSumExp use the kernel the general path (:func:`.sum_l2.reduce_sum` etc.)
+would pick, so their results are identical bit for bit; ReduceLogSumExp rows and narrow
+columns use :func:`.log_sum_exp._small_rows` / ``_small_columns`` (two passes in memory order,
+the same arithmetic without the general kernels' per-row and per-item setup).
 Large inputs (the parallel kernels' sizes), and anything else not served, get None: their
 per-call cost is negligible next to the work, and the general path handles them.
 
@@ -82,6 +82,8 @@ def _bind_log_sum_exp(dtype: np.dtype, plan: ReductionPlan, size: int) -> Bound 
     geo = memory_order_geometry(plan.shape, plan.axes)
     if geo[2 * geo[0]]:  # the innermost (merged) dim is reduced: whole rows, in memory order
         kernel, args = log_sum_exp._small_rows, (geo,)
+    elif geo[geo[0]] <= log_sum_exp.SMALL_COLUMNS_MAX_WIDTH:  # a narrow kept innermost run
+        kernel, args = log_sum_exp._small_columns, (geo,)
     else:  # the column kernel the general path would pick (serial at these sizes)
         canon = canonical(np.empty(plan.shape, dtype), plan.axes)
         job = None if canon is None else log_sum_exp._job(canon, dtype, plan)
