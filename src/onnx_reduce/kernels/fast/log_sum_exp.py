@@ -1085,7 +1085,8 @@ def _small_columns(base, bits, geo, out):
                     q = ou + np.uint64(j)
                     x = _wide(base[su + np.uint64(j)])
                     p = peaks[q]
-                    v = _term(base, x - p) if x < p else 0.0
+                    v = _term(base, min(x - p, 0.0))  # computed for every lane, then masked
+                    v = v if x < p else 0.0
                     h = his[q]
                     s = h + v
                     los[q] += (h - s) + v if h >= v else (v - s) + h
@@ -1096,7 +1097,8 @@ def _small_columns(base, bits, geo, out):
                     q = ou + np.uint64(j)
                     x = _wide(base[su + np.uint64(j)])
                     p = peaks[q]
-                    his[q] += _term(base, x - p) if x < p else 0.0
+                    v = _term(base, min(x - p, 0.0))
+                    his[q] += v if x < p else 0.0
                     ties[q] += 1.0 if x == p else 0.0
         if first:
             for o in range(n_out):
