@@ -47,6 +47,7 @@ from ._common import (
     REASSOC,
     Canonical,
     canonical,
+    next_outer,
     parallel_section,
     prefetch,
     storage_dtype,
@@ -1011,16 +1012,8 @@ def _small_rows(base, bits, geo, out):
         idx[:] = 0
         o = 0
         for t in range(base.size // n_in):
-            if t:  # the odometer step (written out: as a call, even inlined, ~30 ns per row)
-                d = m - 2
-                while d >= 0:
-                    idx[d] += 1
-                    o += ost[d]
-                    if idx[d] < sizes[d]:
-                        break
-                    o -= ost[d] * sizes[d]
-                    idx[d] = 0
-                    d -= 1
+            if t:
+                o = next_outer(idx, sizes, ost, m - 2, o)
             start = t * n_in
             if first:
                 keys[o], mags[o] = _keys_contiguous(bits, start, n_in, keys[o], mags[o])
@@ -1062,16 +1055,8 @@ def _small_columns(base, bits, geo, out):
         idx[:] = 0
         o = 0
         for t in range(base.size // n_in):
-            if t:  # the odometer step, written out (see _small_rows)
-                d = m - 2
-                while d >= 0:
-                    idx[d] += 1
-                    o += ost[d]
-                    if idx[d] < sizes[d]:
-                        break
-                    o -= ost[d] * sizes[d]
-                    idx[d] = 0
-                    d -= 1
+            if t:
+                o = next_outer(idx, sizes, ost, m - 2, o)
             ou = np.uint64(o)
             su = np.uint64(t * n_in)
             if first:
