@@ -276,6 +276,80 @@ def test_threshold_boundary_agrees(op: str) -> None:
                 assert_close(run(op, x, axes), expected(x, tuple(axes), op))
 
 
+STREAM_DTYPES = [np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16)]
+
+
+@pytest.mark.parametrize("op", ["sum", "l2"])
+@pytest.mark.parametrize("dtype", STREAM_DTYPES, ids=[d.name for d in STREAM_DTYPES])
+def test_streaming_row_kernels(op: str, dtype: np.dtype) -> None:
+    """The row kernel's streaming loops: rows summed in pairs (o and o + half of a range, odd
+    ranges leave one), a chunk at a time with the next one prefetched (rows shorter than a
+    chunk, and ending in a partial one), and runs of TWO_STREAMS_MIN elements or more summed as
+    two halves (odd lengths leave one element), threaded and serial (strided views)."""
+    chunk = sum_l2.STREAM_CHUNK_BYTES // dtype.itemsize
+    long = sum_l2.TWO_STREAMS_MIN
+    cases = [
+        (make((129, 2 * chunk + 3), dtype, 40), [1]),  # threads: ranges of 4 and 5 rows
+        (make((1031, chunk - 1), dtype, 41), [1]),
+        (make((9, 2 * long + 1), dtype, 42), [1]),  # long rows, threads
+        (make((8, 2 * chunk + 1), dtype, 43)[::2], [1]),  # serial: 4 rows, one range
+        (make((9, chunk + 5), dtype, 44)[::2], [1]),  # serial: 5 rows
+        (make((5 * 16384 + 7,), dtype, 45), None),  # pieces of over TWO_STREAMS_MIN
+        (make((3, 2 * long + 3), dtype, 46)[::2], None),  # serial: two long runs
+        (make((3, long - 1), dtype, 47)[::2], None),  # serial: just below
+    ]
+    for x, axes in cases:
+        want = expected(x, None if axes is None else tuple(axes), op)
+        assert_close(run(op, x, axes), want)
+
+
+@pytest.mark.parametrize("op", ["sum", "l2"])
+@pytest.mark.parametrize("dtype", STREAM_DTYPES, ids=[d.name for d in STREAM_DTYPES])
+def test_long_run_blocks_of_adjacent_rows(op: str, dtype: np.dtype) -> None:
+    """Non-adjacent reduced axes whose rows sit next to the neighbouring outputs' rows, with
+    reductions long enough to cut in pieces: one work item takes all (here 7) outputs, paired
+    k with k + 3 (one left over), and the threads share the pieces."""
+    x = make((130, 7, 520), dtype, 48)
+    canon = _common.canonical(x, (0, 2))
+    geo = sum_l2._geometry(canon.kept_sizes, canon.kept_strides, canon.red_sizes,
+                           canon.red_strides)
+    assert sum_l2._row_block(geo, 7, 130 * 520, dtype.itemsize, 2) == 7  # not 1: the new rule
+    assert_close(run(op, x, [0, 2]), expected(x, (0, 2), op))
+    y = make((130, 7, 520), dtype, 49)[:, :, :519]  # rows not adjacent: the 64 KiB rule
+    canon = _common.canonical(y, (0, 2))
+    geo = sum_l2._geometry(canon.kept_sizes, canon.kept_strides, canon.red_sizes,
+                           canon.red_strides)
+    assert sum_l2._row_block(geo, 7, 130 * 519, dtype.itemsize, 2) == 1
+    assert_close(run(op, y, [0, 2]), expected(y, (0, 2), op))
+
+
+@pytest.mark.parametrize("op", ["sum", "l2"])
+@pytest.mark.parametrize("dtype", STREAM_DTYPES, ids=[d.name for d in STREAM_DTYPES])
+def test_streaming_column_kernel(op: str, dtype: np.dtype) -> None:
+    """The column kernel's rows, two from each half of a range (0 to 3 left over), narrow
+    (whole rows prefetched ahead) and wide (a chunk at a time, ending in a partial one), wider
+    than COLUMNS, cut in pieces, and a middle axis."""
+    chunk = sum_l2.COLUMN_CHUNK_BYTES // dtype.itemsize
+    narrow = sum_l2.PREFETCH_WIDTH
+
+    def tall(width: int, extra: int, seed: int) -> np.ndarray:
+        return make((-(-sum_l2.PARALLEL_MIN // width) + extra, width), dtype, seed)
+
+    cases = [
+        (tall(narrow - 28, 0, 50), [0]),
+        (tall(narrow + 1, 1, 51), [0]),
+        (tall(2 * chunk + 44, 2, 52), [0]),
+        (tall(2 * chunk + 44, 3, 57), [0]),
+        (make((17, sum_l2.COLUMNS + 5), dtype, 53), [0]),
+        (make((1999, 2 * chunk + 44), dtype, 54), [0]),  # pieces of 124 and 125 rows
+        (make((40, 61, 2 * chunk + 44), dtype, 55), [1]),
+        (make((40, 62, narrow // 2), dtype, 56), [1]),
+    ]
+    for x, axes in cases:
+        assert x.size >= sum_l2.PARALLEL_MIN
+        assert_close(run(op, x, axes), expected(x, tuple(axes), op))
+
+
 @pytest.mark.parametrize(("values", "want"), [([3e-200, 4e-200], 5e-200),
                                               ([3e200, 4e200], 5e200)])
 def test_small_float64_l2_split_axes_is_rescaled(values: list[float], want: float) -> None:

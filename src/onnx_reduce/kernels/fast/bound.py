@@ -27,8 +27,6 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from numba import njit, types
-from numba.extending import overload
 
 from ...plan import ReductionPlan
 from . import log_sum_exp, sum_l2
@@ -56,7 +54,7 @@ def _bind_sum_l2(dtype: np.dtype, plan: ReductionPlan, size: int, square: bool) 
             or (square and dtype.kind in "iu")):
         return None
     geo = memory_order_geometry(plan.shape, plan.axes)
-    kernel = _small_l2 if square else _small_sum
+    kernel = sum_l2._small_l2 if square else sum_l2._small_sum
     storage = sum_l2._STORAGE[dtype]
     n_out = size // plan.reduced_size
     shape = plan.output_shape
@@ -104,33 +102,3 @@ def _bind_log_sum_exp(dtype: np.dtype, plan: ReductionPlan, size: int) -> Bound 
             kernel(base, base.view(bits), *args, out)
             return out.view(dtype).reshape(shape)
     return run
-
-
-# ----------------------------------------------------------------------------- numba parts
-# One argument fewer than the general kernels' entry points: each argument costs dispatch time.
-
-
-def _is_float64(base):  # pragma: no cover - njit only
-    raise NotImplementedError
-
-
-@overload(_is_float64)
-def _is_float64_impl(base):
-    value = base.dtype == types.float64
-    return lambda base: value
-
-
-@njit(cache=True, nogil=True)
-def _small_sum(base, geo, out):
-    """ReduceSum of a small C-contiguous array (:func:`.sum_l2._small_nd`); False (no redo)."""
-    sum_l2._small_nd(base, geo, False, _is_float64(base), out)
-    return False
-
-
-@njit(cache=True, nogil=True)
-def _small_l2(base, geo, out):
-    """ReduceL2 of a small C-contiguous array; True when a float64 output overflowed or may
-    have lost bits to underflow (the general path then redoes the call, scaled)."""
-    comp = _is_float64(base)
-    sum_l2._small_nd(base, geo, True, comp, out)
-    return comp and sum_l2._unsafe_l2(out)
