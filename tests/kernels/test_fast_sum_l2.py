@@ -328,7 +328,7 @@ def test_long_run_blocks_of_adjacent_rows(op: str, dtype: np.dtype) -> None:
 def test_streaming_column_kernel(op: str, dtype: np.dtype) -> None:
     """The column kernel's rows, two from each half of a range (0 to 3 left over), narrow
     (whole rows prefetched ahead) and wide (a chunk at a time, ending in a partial one), wider
-    than COLUMNS, cut in pieces, and a middle axis."""
+    than COLUMNS (and COLUMNS_COMPENSATED, float64's), cut in pieces, and a middle axis."""
     chunk = sum_l2.COLUMN_CHUNK_BYTES // dtype.itemsize
     narrow = sum_l2.PREFETCH_WIDTH
 
@@ -341,6 +341,7 @@ def test_streaming_column_kernel(op: str, dtype: np.dtype) -> None:
         (tall(2 * chunk + 44, 2, 52), [0]),
         (tall(2 * chunk + 44, 3, 57), [0]),
         (make((17, sum_l2.COLUMNS + 5), dtype, 53), [0]),
+        (make((33, sum_l2.COLUMNS_COMPENSATED + 3), dtype, 58), [0]),  # float64's narrower blocks
         (make((1999, 2 * chunk + 44), dtype, 54), [0]),  # pieces of 124 and 125 rows
         (make((40, 61, 2 * chunk + 44), dtype, 55), [1]),
         (make((40, 62, narrow // 2), dtype, 56), [1]),
