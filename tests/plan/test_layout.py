@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from numpy.lib.stride_tricks import as_strided
 
-from onnx_reduce.plan import Layout, collapse
+from onnx_reduce.plan import Layout, canonical_layout, collapse
 
 
 def reduce_through_layout(data: np.ndarray, layout: Layout) -> np.ndarray:
@@ -154,3 +154,69 @@ def test_kinds_cover_every_pattern() -> None:
     assert kinds[(True, False, True)] == "general"
     assert kinds[(True, True)] == "general"
     assert Layout((), (), ()).kind == "none"
+
+
+# ------------------------------------------------------------------------------------------
+# canonical_layout: what the compiled kernels walk
+
+
+def reduce_through_canonical(data: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """Sum ``data`` over ``axes`` reading only ``canonical_layout``'s flat base and dims, then
+    put the sums back in the input's kept order with ``restore``."""
+    canon = canonical_layout(data, axes)
+    assert canon is not None
+    assert all(s >= 0 for s in canon.kept_strides + canon.red_strides)
+    assert list(canon.kept_strides) == sorted(canon.kept_strides, reverse=True)
+    assert list(canon.red_strides) == sorted(canon.red_strides, reverse=True)
+    assert not canon.base.flags.writeable
+    assert np.shares_memory(canon.base, data)  # a view: nothing copied
+    sums = []
+    for k in itertools.product(*(range(n) for n in canon.kept_sizes)):
+        start = canon.offset + sum(i * s for i, s in zip(k, canon.kept_strides, strict=True))
+        total = 0
+        for r in itertools.product(*(range(n) for n in canon.red_sizes)):
+            total += int(canon.base[start + sum(i * s for i, s in
+                                                zip(r, canon.red_strides, strict=True))])
+        sums.append(total)
+    kept_shape = tuple(n for i, n in enumerate(data.shape) if i not in axes)
+    return canon.restore(np.array(sums, np.int64), kept_shape)
+
+
+VIEWS = {
+    "C": lambda a: a,
+    "transposed": lambda a: a.transpose(2, 0, 1),
+    "reversed": lambda a: a[::-1, :, ::-1],
+    "strided": lambda a: a[:, ::2, 1:],
+    "mixed": lambda a: a[::-1, :, ::2].transpose(1, 2, 0),
+    "unit dims": lambda a: a[:, :1, :],
+}
+
+
+@pytest.mark.parametrize("view", list(VIEWS), ids=list(VIEWS))
+@pytest.mark.parametrize("axes", [(0,), (1,), (2,), (0, 2), (0, 1), (1, 2), (0, 1, 2)], ids=str)
+def test_canonical_layout_reads_every_element_once(view: str, axes: tuple[int, ...]) -> None:
+    data = VIEWS[view](np.arange(4 * 6 * 5, dtype=np.int64).reshape(4, 6, 5) * 7 - 300)
+    got = reduce_through_canonical(data, axes)
+    np.testing.assert_array_equal(got, np.sum(data, axis=axes))
+
+
+def test_canonical_layout_merges_and_orders() -> None:
+    # shape (5, 3, 4), element strides (1, -20, 5): the reduced dim flipped, kept dims reordered
+    c = canonical_layout(np.zeros((3, 4, 5), np.float32)[::-1].transpose(2, 0, 1), (1,))
+    assert (c.kept_sizes, c.kept_strides) == ((4, 5), (5, 1))
+    assert (c.red_sizes, c.red_strides) == ((3,), (20,))
+    assert (c.kept_perm, c.flipped, c.inner_reduced) == ((1, 0), (), False)
+    c = canonical_layout(np.zeros((3, 4, 5), np.float32), (1, 2))
+    assert (c.kept_sizes, c.kept_strides, c.red_sizes, c.red_strides) == ((3,), (20,), (20,), (1,))
+    assert c.inner_reduced
+    nothing = canonical_layout(np.zeros((3, 4), np.float32), ())
+    assert (nothing.red_sizes, nothing.red_strides) == ((1,), (0,))
+
+
+def test_canonical_layout_refuses_what_it_cannot_describe() -> None:
+    assert canonical_layout(np.zeros((0, 3), np.float32), (0,)) is None
+    raw = np.zeros(4 * 3 + 1, np.uint8)
+    odd = as_strided(raw[1:], shape=(3, 2), strides=(5, 1)).view(np.uint8)
+    assert canonical_layout(odd.view(np.int8), (0,)) is not None  # 1-byte items: fine
+    wide = as_strided(np.zeros(16, np.float32), shape=(3,), strides=(6,))
+    assert canonical_layout(wide, (0,)) is None  # stride not a multiple of the item size

@@ -10,20 +10,21 @@ The API, kept small and stable (also used by :mod:`.log_sum_exp`):
 * ``store(out, i, v)`` (njit-callable): ``out[i] = v`` rounded once to ``out``'s storage dtype
   (float64 ``v``; float16/bfloat16 via a round-to-odd float32, i.e. one correct rounding;
   integer ``v`` wraps to the integer dtype).
-* ``canonical(data, axes) -> Canonical | None``: map any (shape, strides, axes) to a flat
-  read-only base view plus kept/reduced dims with non-negative element strides, sorted outermost
-  first (no data moves). ``Canonical.restore(flat, kept_shape)`` puts a result computed in the
-  canonical kept order back in the input's kept order. None when numba cannot read the array
-  (non-native byte order, unaligned, strides not a multiple of the item size, other dtypes).
+* ``canonical(data, axes) -> Canonical | None``: the plan stage's canonical layout
+  (:func:`onnx_reduce.plan.layout.canonical_layout`: a flat read-only base view plus kept and
+  reduced dims with non-negative element strides, outermost first, no data moved) with the base
+  viewed as the storage dtype; None when numba cannot read the array (non-native byte order,
+  unaligned, strides not a multiple of the item size, other dtypes).
 * ``parallel_section()``: context manager every caller of a ``parallel=True`` kernel holds; a
   process-wide lock (numba's workqueue layer aborts on concurrent launches), re-created in a
   forked child, and dynamic scheduling of prange iterations (chunk size 1). On import, if
   nobody chose a threading layer yet (no NUMBA_THREADING_LAYER, none launched), numba's
   ``"forksafe"`` choice is made (TBB if installed, else workqueue; numba documents GNU OpenMP,
   its default pick here, as unsafe in a forked child). ``num_threads()``: numba's thread count.
-* ``memory_order_geometry(shape, axes)`` / ``next_outer(idx, sizes, ost, last, o)``
-  (njit-callable): a small C-contiguous reduction as the small-array kernels of both families
-  walk it, in memory order: merged dims packed in an int64 array, and an odometer over them.
+* ``memory_order_geometry(shape, axes)`` (from :mod:`onnx_reduce.plan.layout`) /
+  ``next_outer(idx, sizes, ost, last, o)`` (njit-callable): a small C-contiguous reduction as
+  the small-array kernels of both families walk it, in memory order: merged dims packed in an
+  int64 array, and an odometer over them.
 * ``prefetch(arr, index)`` (njit-callable): hint the cache line of ``arr[index]`` into L2
   (``llvm.prefetch``: no fault, no effect on results).
 * ``REASSOC``: the fastmath flags for vectorized reductions (reassociation only: full fastmath
@@ -41,7 +42,7 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import replace
 
 import numba
 import numpy as np
@@ -51,6 +52,7 @@ from numba.core import cgutils, config
 from numba.extending import intrinsic, overload
 from numba.np.ufunc import parallel as _parallel
 
+from ...plan.layout import Canonical, canonical_layout, memory_order_geometry
 from ...spec.dtypes import bfloat16
 from ._exp import float32_to_half, half_to_float64
 
@@ -282,160 +284,22 @@ def _store_impl(out, i, v):
 # ----------------------------------------------------------------------------- geometry
 
 
-@dataclass(slots=True)
-class Canonical:
-    """A reduction as numba kernels see it (element units, strides >= 0, outermost first).
-
-    ``base`` is a 1-D read-only view spanning the input's memory; element ``[k, r]`` (kept
-    multi-index ``k`` over ``kept_sizes``, reduced ``r`` over ``red_sizes``) is at
-    ``base[offset + k . kept_strides + r . red_strides]``. There is always at least one reduced
-    dim (a size-1 one with stride 0 when nothing is reduced). Treat as read-only.
-    """
-
-    base: np.ndarray
-    offset: int
-    kept_sizes: tuple[int, ...]
-    kept_strides: tuple[int, ...]
-    red_sizes: tuple[int, ...]
-    red_strides: tuple[int, ...]
-    inner_reduced: bool
-    """True when the innermost (smallest-stride) dim is a reduced one."""
-    kept_perm: tuple[int, ...]
-    """Position of each canonical kept dim among the collapsed kept dims (input order)."""
-    collapsed_kept: tuple[int, ...]
-    """Sizes of the collapsed kept dims, input order."""
-    flipped: tuple[int, ...]
-    """Positions (in the kept shape) of kept axes whose negative strides were flipped."""
-
-    def restore(self, flat: np.ndarray, kept_shape: tuple[int, ...]) -> np.ndarray:
-        """``flat`` (one value per output, canonical kept order) in the input's kept order."""
-        perm = self.kept_perm
-        if not self.flipped and all(p == i for i, p in enumerate(perm)):
-            return flat.reshape(kept_shape)
-        out = flat.reshape(tuple(self.collapsed_kept[p] for p in perm))
-        out = out.transpose(np.argsort(perm)).reshape(kept_shape)
-        if self.flipped:
-            out = out[tuple(slice(None, None, -1) if i in self.flipped else slice(None)
-                            for i in range(len(kept_shape)))]
-        return out
-
-
 def canonical(data: np.ndarray, axes: tuple[int, ...]) -> Canonical | None:
-    """The canonical form of reducing ``axes`` (sorted, non-negative) of ``data``; no copy.
+    """:func:`onnx_reduce.plan.layout.canonical_layout` as the kernels read it: ``base`` viewed
+    as the storage dtype (float16 as uint16, bfloat16 as int16). None also when numba cannot
+    read the array (dtype not served, non-native byte order, unaligned).
 
-    Adjacent dims merge as in :func:`onnx_reduce.plan.layout.collapse` (after negative strides
-    are flipped), then dims are ordered by decreasing stride.
-
-    >>> c = canonical(np.zeros((3, 4), np.float32).T, (1,))
-    >>> c.kept_sizes, c.kept_strides, c.red_sizes, c.red_strides, c.inner_reduced
-    ((4,), (1,), (3,), (4,), False)
+    >>> c = canonical(np.zeros((3, 4), np.float16).T, (1,))
+    >>> c.kept_sizes, c.red_sizes, c.red_strides, c.base.dtype
+    ((4,), (3,), (4,), dtype('uint16'))
     """
     dtype = data.dtype
-    if (data.size == 0 or dtype not in _SERVED or not dtype.isnative
-            or not data.flags.aligned):
+    if dtype not in _SERVED or not dtype.isnative or not data.flags.aligned:
         return None
-    item = dtype.itemsize
-    sizes: list[int] = []
-    strides: list[int] = []
-    reduced: list[bool] = []
-    flip_axes: list[int] = []
-    flipped_kept: list[int] = []
-    kept_index = 0
-    for axis, (n, s) in enumerate(zip(data.shape, data.strides, strict=True)):
-        is_reduced = axis in axes
-        if n == 1:
-            kept_index += not is_reduced
-            continue
-        if s % item:
-            return None
-        s //= item
-        if s < 0:
-            s = -s
-            flip_axes.append(axis)
-            if not is_reduced:
-                flipped_kept.append(kept_index)
-        kept_index += not is_reduced
-        if reduced and reduced[-1] == is_reduced and strides[-1] == s * n:
-            sizes[-1] *= n
-            strides[-1] = s
-            continue
-        sizes.append(n)
-        strides.append(s)
-        reduced.append(is_reduced)
-    view = data if type(data) is np.ndarray else np.asarray(data)
-    if flip_axes:
-        view = view[tuple(slice(None, None, -1) if i in flip_axes else slice(None)
-                          for i in range(data.ndim))]
-    view = storage_view(view)
-    if view.flags.c_contiguous or view.flags.f_contiguous:
-        base = view.ravel(order="K")
-        base.flags.writeable = False
-    else:
-        span = 1 + sum((n - 1) * s for n, s in zip(sizes, strides, strict=True))
-        base = np.lib.stride_tricks.as_strided(view, shape=(span,), strides=(item,),
-                                               writeable=False)
-    collapsed_kept = tuple(n for n, r in zip(sizes, reduced, strict=True) if not r)
-    if not any(reduced):
-        sizes.append(1)
-        strides.append(0)
-        reduced.append(True)
-    order = sorted(range(len(sizes)), key=lambda i: -strides[i])  # stable: outermost first
-    kept = [i for i in order if not reduced[i]]
-    red = [i for i in order if reduced[i]]
-    kept_positions = [i for i in range(len(sizes)) if not reduced[i]]
-    return Canonical(
-        base=base,
-        offset=0,
-        kept_sizes=tuple(sizes[i] for i in kept),
-        kept_strides=tuple(strides[i] for i in kept),
-        red_sizes=tuple(sizes[i] for i in red),
-        red_strides=tuple(strides[i] for i in red),
-        inner_reduced=reduced[order[-1]],
-        kept_perm=tuple(kept_positions.index(i) for i in kept),
-        collapsed_kept=collapsed_kept,
-        flipped=tuple(flipped_kept),
-    )
-
-
-_MEMORY_ORDER: dict[tuple, np.ndarray] = {}
-
-
-def memory_order_geometry(shape: tuple[int, ...], axes: tuple[int, ...]) -> np.ndarray:
-    """The dims of a C-contiguous ``shape`` in C order, size-1 dims dropped and adjacent kept or
-    reduced dims merged, packed (read-only, cached) as ``m, sizes[m], reduced[m], ost[m]``:
-    ``reduced`` flags (0/1) and output strides (0 for reduced dims) of the merged dims.
-
-    >>> memory_order_geometry((8, 8, 16), (0, 2)).tolist()
-    [3, 8, 8, 16, 1, 0, 1, 0, 1, 0]
-    """
-    key = (shape, axes)
-    geo = _MEMORY_ORDER.get(key)
-    if geo is None:
-        sizes: list[int] = []
-        red: list[int] = []
-        for d, n in enumerate(shape):
-            r = int(d in axes)
-            if n == 1:
-                continue
-            if red and red[-1] == r:
-                sizes[-1] *= n
-            else:
-                sizes.append(n)
-                red.append(r)
-        if not sizes:
-            sizes, red = [1], [1]
-        ost = [0] * len(sizes)
-        step = 1
-        for d in range(len(sizes) - 1, -1, -1):
-            if not red[d]:
-                ost[d] = step
-                step *= sizes[d]
-        if len(_MEMORY_ORDER) > 256:
-            _MEMORY_ORDER.clear()
-        geo = np.array((len(sizes), *sizes, *red, *ost), np.int64)
-        geo.flags.writeable = False
-        _MEMORY_ORDER[key] = geo
-    return geo
+    canon = canonical_layout(data, axes)
+    if canon is None or _STORAGE.get(dtype) is None:
+        return canon
+    return replace(canon, base=storage_view(canon.base))
 
 
 @njit(cache=True, nogil=True)
