@@ -4,8 +4,15 @@ else the numpy reference path.
 Fast kernels live in :mod:`onnx_reduce.kernels.fast`, one module per family. Each exposes
 ``reduce_<op>(data, plan) -> np.ndarray | None`` and returns None for a case it does not serve
 (dtype, layout, size), which then falls back to the reference. They are imported on first use, so
-``import onnx_reduce`` does not load numba. :func:`bind` makes the per-call choice once for many
-calls on arrays of one dtype and shape (:mod:`onnx_reduce.kernels.fast.bound`).
+``import onnx_reduce`` does not load numba.
+
+A call on a small array costs more in Python than in the kernel: finding the layout, packing the
+geometry and choosing the kernel take microseconds, summing 1024 elements a fraction of one. So
+each fast module also exposes ``bind_<op>(dtype, plan) -> Bound | None``: that work done once per
+(dtype, shape, axes), returning a function of the array that only allocates the output and calls
+the compiled kernel (for C-contiguous, aligned, writeable arrays below the threaded sizes; it
+returns None when the general path must redo a result). :func:`bind` wraps it with the checks and
+the fallback.
 """
 
 from __future__ import annotations
@@ -21,19 +28,22 @@ from ..plan import ReductionPlan
 from . import reference
 
 Kernel = Callable[[np.ndarray, ReductionPlan], "np.ndarray | None"]
+#: A kernel bound to one dtype and plan (see the module docstring).
+Bound = Callable[[np.ndarray], "np.ndarray | None"]
+Binder = Callable[[np.dtype, ReductionPlan], "Bound | None"]
 
 _REFERENCE: dict[str, Kernel] = {
     "ReduceSum": reference.reduce_sum,
     "ReduceL2": reference.reduce_l2,
     "ReduceLogSumExp": reference.reduce_log_sum_exp,
 }
-#: op -> (module under kernels.fast, function name)
-_FAST: dict[str, tuple[str, str]] = {
-    "ReduceSum": ("sum_l2", "reduce_sum"),
-    "ReduceL2": ("sum_l2", "reduce_l2"),
-    "ReduceLogSumExp": ("log_sum_exp", "reduce_log_sum_exp"),
+#: op -> (module under kernels.fast, kernel function, binder function)
+_FAST: dict[str, tuple[str, str, str]] = {
+    "ReduceSum": ("sum_l2", "reduce_sum", "bind_sum"),
+    "ReduceL2": ("sum_l2", "reduce_l2", "bind_l2"),
+    "ReduceLogSumExp": ("log_sum_exp", "reduce_log_sum_exp", "bind_log_sum_exp"),
 }
-_loaded: dict[str, Kernel | None] = {}
+_loaded: dict[str, tuple[Kernel, Binder] | None] = {}
 
 PATHS = ("auto", "reference", "fast")
 _path: ContextVar[str] = ContextVar("onnx_reduce_kernel_path", default="auto")
@@ -80,7 +90,8 @@ def bind(op: str, dtype: np.dtype, plan: ReductionPlan) -> Callable[[np.ndarray]
     """:func:`run_kernel` for arrays of ``dtype`` and shape ``plan.shape`` only, with the kernel
     choice made once: C-contiguous, aligned, writeable arrays (the common case) go straight to
     a compiled kernel bound to this case when one is (small arrays: the per-call cost of the
-    general path would exceed the work); the rest take :func:`run_kernel`. Same results.
+    general path would exceed the work); the rest take :func:`run_kernel`. Same results within
+    the contract (ReduceSum/ReduceL2: the same bits; ReduceLogSumExp rows: the same arithmetic).
 
     >>> from onnx_reduce.spec import Request, resolve
     >>> from onnx_reduce.plan import make_plan
@@ -88,7 +99,7 @@ def bind(op: str, dtype: np.dtype, plan: ReductionPlan) -> Callable[[np.ndarray]
     >>> bind("ReduceL2", np.dtype(np.float64), plan)(np.array([3.0, 4.0]))
     array(5.)
     """
-    fast = None if plan.noop else _bound_kernel(op, dtype, plan)
+    fast = bind_fast(op, dtype, plan)
     if fast is None:
         return lambda data: np.asarray(run_kernel(op, data, plan))
 
@@ -102,23 +113,27 @@ def bind(op: str, dtype: np.dtype, plan: ReductionPlan) -> Callable[[np.ndarray]
     return run
 
 
-def _bound_kernel(
-    op: str, dtype: np.dtype, plan: ReductionPlan
-) -> Callable[[np.ndarray], np.ndarray | None] | None:
-    if _fast_kernel(op) is None:  # numba missing: no compiled kernels at all
+def bind_fast(op: str, dtype: np.dtype, plan: ReductionPlan) -> Bound | None:
+    """The fast module's bound kernel for ``op``, ``dtype`` and ``plan`` (see the module
+    docstring); None where none serves (no-ops, empty or non-native arrays, no numba)."""
+    if plan.noop or not dtype.isnative or 0 in plan.shape:
         return None
-    from .fast.bound import bind as bind_fast
-
-    return bind_fast(op, dtype, plan)
+    fast = _fast(op)
+    return None if fast is None else fast[1](dtype, plan)
 
 
 def _fast_kernel(op: str) -> Kernel | None:
+    fast = _fast(op)
+    return None if fast is None else fast[0]
+
+
+def _fast(op: str) -> tuple[Kernel, Binder] | None:
     if op not in _loaded:
-        module_name, function = _FAST[op]
+        module_name, kernel, binder = _FAST[op]
         try:
             module = importlib.import_module(f"{__package__}.fast.{module_name}")
         except ImportError:
             _loaded[op] = None
         else:
-            _loaded[op] = getattr(module, function, None)
+            _loaded[op] = (getattr(module, kernel), getattr(module, binder))
     return _loaded[op]

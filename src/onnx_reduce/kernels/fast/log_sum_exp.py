@@ -36,6 +36,7 @@ array([8.00693147e+02, 4.24835426e-18])
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit, prange, types
@@ -47,6 +48,7 @@ from ._common import (
     REASSOC,
     Canonical,
     canonical,
+    memory_order_geometry,
     next_outer,
     parallel_section,
     prefetch,
@@ -57,7 +59,10 @@ from ._common import (
 )
 from ._exp import as_float32, exp_nonpos, exp_nonpos_short, half_to_float64
 
-__all__ = ["reduce_log_sum_exp"]
+if TYPE_CHECKING:
+    from ..dispatch import Bound
+
+__all__ = ["bind_log_sum_exp", "reduce_log_sum_exp"]
 
 #: Elements per reassociated block before a compensated add (float64; narrower: LONG_BLOCK).
 BLOCK = 64
@@ -134,6 +139,47 @@ def reduce_log_sum_exp(data: np.ndarray, plan: ReductionPlan) -> np.ndarray | No
     if restore is not None:
         result = restore(result, plan.kept_shape)
     return result.reshape(plan.output_shape)
+
+
+def bind_log_sum_exp(dtype: np.dtype, plan: ReductionPlan) -> Bound | None:
+    """ReduceLogSumExp bound to ``dtype`` and ``plan`` for small C-contiguous, aligned, writeable
+    arrays (:func:`onnx_reduce.kernels.dispatch.bind`); None when this lane does not serve the
+    case. Rows and narrow columns take :func:`_small_rows` / :func:`_small_columns` (two passes
+    in memory order, no per-row or per-item setup; the same arithmetic as the general kernels,
+    not always the same last bit); wide columns the column kernel :func:`reduce_log_sum_exp`
+    would pick."""
+    size = math.prod(plan.shape)
+    if dtype not in _SERVED or size >= PARALLEL_MIN or size == 0:
+        return None
+    storage = storage_dtype(dtype)
+    bits = _BITS.get(dtype, storage)
+    n_out = size // plan.reduced_size
+    shape = plan.output_shape
+    geo = memory_order_geometry(plan.shape, plan.axes)
+    if geo[2 * geo[0]]:  # the innermost (merged) dim is reduced: whole rows, in memory order
+        kernel, args = _small_rows, (geo,)
+    elif geo[geo[0]] <= SMALL_COLUMNS_MAX_WIDTH:  # a narrow kept innermost run
+        kernel, args = _small_columns, (geo,)
+    else:  # the column kernel the general path would pick (serial at these sizes)
+        canon = canonical(np.empty(plan.shape, dtype), plan.axes)
+        job = None if canon is None else _job(canon, dtype, plan)
+        if job is None:
+            return None
+        kernel, args, _ = job
+
+    if storage == dtype:
+        def run(data: np.ndarray) -> np.ndarray:
+            out = np.empty(n_out, dtype)
+            base = data.reshape(-1)
+            kernel(base, base.view(bits), *args, out)
+            return out.reshape(shape)
+    else:
+        def run(data: np.ndarray) -> np.ndarray:
+            out = np.empty(n_out, storage)
+            base = data.view(storage).reshape(-1)
+            kernel(base, base.view(bits), *args, out)
+            return out.view(dtype).reshape(shape)
+    return run
 
 
 def _job(canon: Canonical, dtype: np.dtype, plan: ReductionPlan) -> tuple | None:

@@ -38,6 +38,7 @@ array(5.e-200)
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit, prange, types
@@ -56,6 +57,9 @@ from ._common import (
     store,
     widen,
 )
+
+if TYPE_CHECKING:
+    from ..dispatch import Bound
 
 #: Elements per block of a compensated (float64) row sum (the block is summed in vector lanes).
 BLOCK = 512
@@ -127,6 +131,46 @@ def reduce_l2(data: np.ndarray, plan: ReductionPlan) -> np.ndarray | None:
     if data.dtype.kind in "iu":
         return None
     return _reduce(data, plan, True)
+
+
+# ----------------------------------------------------------------------------- small-array lane
+
+
+def bind_sum(dtype: np.dtype, plan: ReductionPlan) -> Bound | None:
+    """ReduceSum bound to ``dtype`` and ``plan`` for small C-contiguous, aligned, writeable
+    arrays (:func:`onnx_reduce.kernels.dispatch.bind`); None when this lane does not serve the
+    case (large arrays: the threaded kernels; dtypes not served). The same kernel as
+    :func:`reduce_sum` picks for such arrays, so the same bits."""
+    return _bind(dtype, plan, False)
+
+
+def bind_l2(dtype: np.dtype, plan: ReductionPlan) -> Bound | None:
+    """ReduceL2 as :func:`bind_sum` binds ReduceSum (not integers: the reference is exact). The
+    bound function returns None when a float64 output overflowed or may have lost bits to
+    underflow; the general path then redoes the call, scaled."""
+    return _bind(dtype, plan, True)
+
+
+def _bind(dtype: np.dtype, plan: ReductionPlan, square: bool) -> Bound | None:
+    size = math.prod(plan.shape)
+    if (dtype not in _ACCUMULATOR or size >= PARALLEL_MIN or size == 0
+            or (square and dtype.kind in "iu")):
+        return None
+    geo = memory_order_geometry(plan.shape, plan.axes)
+    kernel = _small_l2 if square else _small_sum
+    storage = _STORAGE[dtype]
+    n_out = size // plan.reduced_size
+    shape = plan.output_shape
+    if storage == dtype:
+        def run(data: np.ndarray) -> np.ndarray | None:
+            out = np.empty(n_out, dtype)
+            return None if kernel(data.reshape(-1), geo, out) else out.reshape(shape)
+    else:
+        def run(data: np.ndarray) -> np.ndarray | None:
+            out = np.empty(n_out, storage)
+            kernel(data.view(storage).reshape(-1), geo, out)
+            return out.view(dtype).reshape(shape)
+    return run
 
 
 # ----------------------------------------------------------------------------- driver
@@ -756,8 +800,8 @@ def _is_float64_impl(base):
 @njit(cache=True, nogil=True)
 def _small_sum(base, geo, out):
     """ReduceSum by :func:`_small_nd`, its flags fixed at compile time (as runtime arguments
-    they cost ~2x on small arrays); returns False (nothing to redo). Also the entry point of
-    the small-array lane (:mod:`.bound`)."""
+    they cost ~2x on small arrays); returns False (nothing to redo). Also the kernel of
+    :func:`bind_sum`."""
     _small_nd(base, geo, False, _is_float64(base), out)
     return False
 

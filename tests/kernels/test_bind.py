@@ -1,5 +1,6 @@
-"""The small-array lane (kernels bound to one op, dtype and plan) against the exact oracle, and
-against the general path bit for bit; when it must step aside; and the front door's cache."""
+"""The small-array lane (``dispatch.bind`` / ``bind_fast``: kernels bound to one op, dtype and
+plan) against the exact oracle, and against the general path bit for bit; when it must step
+aside; and the front door's cache."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from onnx_reduce.spec import Request, latest
 from test_properties import allowed_ulps
 
 pytest.importorskip("numba")
-from onnx_reduce.kernels.fast import bound
 
 FLOATS = [np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16),
           np.dtype(ml_dtypes.bfloat16)]
@@ -46,7 +46,7 @@ def _data(shape: tuple, dtype: np.dtype, seed: int) -> np.ndarray:
 def test_bound_kernel_is_correctly_rounded(op, dtype, shape, axes) -> None:
     data = _data(shape, dtype, seed=len(shape) + sum(axes))
     plan = _plan(op, shape, axes)
-    run = bound.bind(op, dtype, plan)
+    run = dispatch.bind_fast(op, dtype, plan)
     assert run is not None, "the lane should serve every small float case"
     got = run(data)
     assert got.shape == plan.output_shape
@@ -69,24 +69,24 @@ def test_integer_sums_wrap(dtype) -> None:
     data = np.full((4, 6), info.max, dtype)
     data[1] = info.min
     plan = _plan("ReduceSum", data.shape, (1,))
-    got = bound.bind("ReduceSum", np.dtype(dtype), plan)(data)
+    got = dispatch.bind_fast("ReduceSum", np.dtype(dtype), plan)(data)
     np.testing.assert_array_equal(got, oracle.expected("ReduceSum", data, (1,)))
 
 
 def test_integer_l2_and_large_inputs_are_left_to_the_general_path() -> None:
     plan = _plan("ReduceL2", (4, 6), (1,))
-    assert bound.bind("ReduceL2", np.dtype(np.int32), plan) is None  # exact isqrt: reference
+    assert dispatch.bind_fast("ReduceL2", np.dtype(np.int32), plan) is None  # isqrt: reference
     big = _plan("ReduceSum", (1024, 1024), (1,))
-    assert bound.bind("ReduceSum", np.dtype(np.float32), big) is None  # threaded kernels
+    assert dispatch.bind_fast("ReduceSum", np.dtype(np.float32), big) is None  # threaded kernels
     noop = make_plan(Request(latest("ReduceSum"), (), True, True), (4, 6))
-    assert bound.bind("ReduceSum", np.dtype(np.float32), noop) is None
+    assert dispatch.bind_fast("ReduceSum", np.dtype(np.float32), noop) is None
 
 
 @pytest.mark.parametrize("values", [[3e200, 4e200], [3e-200, 4e-200], [1e308, 1e308]], ids=str)
 def test_float64_l2_that_overflows_or_underflows_is_redone(values) -> None:
     data = np.array([values, [3.0, 4.0]])
     plan = _plan("ReduceL2", data.shape, (1,))
-    assert bound.bind("ReduceL2", data.dtype, plan)(data) is None  # the lane steps aside
+    assert dispatch.bind_fast("ReduceL2", data.dtype, plan)(data) is None  # the lane steps aside
     got = reduce_l2(data, axes=[1], keepdims=False)
     want = oracle.expected("ReduceL2", data, (1,), keepdims=False)
     np.testing.assert_array_equal(got, want)
@@ -100,7 +100,7 @@ def test_special_values(op, columns) -> None:
     rows = np.array([[np.nan, 1.0], [np.inf, 1.0], [-np.inf, -np.inf], [np.inf, -np.inf],
                      [np.nan, np.inf], [-np.inf, 2.0], [0.0, -40.0], [1e30, 1e30]], np.float32)
     data, axes = (np.ascontiguousarray(rows.T), (0,)) if columns else (rows, (1,))
-    got = bound.bind(op, data.dtype, _plan(op, data.shape, axes))(data)
+    got = dispatch.bind_fast(op, data.dtype, _plan(op, data.shape, axes))(data)
     np.testing.assert_array_equal(got, oracle.expected(op, data, axes))
 
 
