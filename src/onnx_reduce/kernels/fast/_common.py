@@ -5,6 +5,8 @@ The API, kept small and stable (also used by :mod:`.log_sum_exp`):
 * ``storage_view(a)`` / ``storage_dtype(dtype)``: the array numba reads, a view (never a copy):
   float16 is viewed as uint16 and bfloat16 as int16 (numba has neither type; the integer type
   tells the two apart). Every other dtype is returned as is.
+* ``is_float64(arr)`` (njit-callable): whether ``arr`` holds float64, a compile-time constant
+  (float64 inputs are the ones summed with compensation: there is no wider type to hide in).
 * ``widen(x)`` (njit-callable): one storage element -> float64 for the float types (exact),
   int64/uint64 for the integers. ``widen32(x)``: -> float32 for float16/bfloat16/float32 (exact).
 * ``store(out, i, v)`` (njit-callable): ``out[i] = v`` rounded once to ``out``'s storage dtype
@@ -60,6 +62,7 @@ __all__ = [
     "REASSOC",
     "Canonical",
     "canonical",
+    "is_float64",
     "memory_order_geometry",
     "next_outer",
     "num_threads",
@@ -157,6 +160,17 @@ def _widen_f16(x):
 def _widen_bf16(x):
     bits = np.uint32(np.uint16(x)) << np.uint32(16)
     return np.uint32(bits).view(np.float32)
+
+
+def is_float64(arr):  # pragma: no cover - replaced by the overload inside njit code
+    """njit-only: whether ``arr`` holds float64 (a compile-time constant)."""
+    raise NotImplementedError
+
+
+@overload(is_float64, inline="always")
+def _is_float64_impl(arr):
+    flag = arr.dtype == types.float64
+    return lambda arr: flag
 
 
 def widen(x):  # pragma: no cover - replaced by the overload inside njit code

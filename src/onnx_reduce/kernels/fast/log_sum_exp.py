@@ -48,6 +48,7 @@ from ._common import (
     REASSOC,
     Canonical,
     canonical,
+    is_float64,
     memory_order_geometry,
     next_outer,
     parallel_section,
@@ -339,17 +340,6 @@ def _term_impl(base, d):
     return lambda base, d: _term_short(d)
 
 
-def _compensated(base):  # pragma: no cover - njit only
-    """Whether column sums need Neumaier compensation (float64 inputs)."""
-    raise NotImplementedError
-
-
-@overload(_compensated, inline="always")
-def _compensated_impl(base):
-    flag = base.dtype == types.float64
-    return lambda base: flag
-
-
 # ----------------------------------------------------------------------------- shared pieces
 
 _KEY_FLOOR = -(1 << 63)
@@ -566,7 +556,7 @@ def _row(base, bits, offset, ks, kst, rs, rst, n, step, block, t):
     total = n
     for d in range(rs.size):
         total *= rs[d]
-    if not _compensated(base):
+    if not is_float64(base):
         r = _row_guess(base, bits, off, rs, rst, n, step, total, block)
         if not math.isnan(r):
             return r
@@ -808,7 +798,7 @@ def _column_terms(base, start, width, step, peaks, his, los, ties):
 @njit(cache=True)
 def _column_add(seg, peaks, his, los, ties):
     """Add one row slice's terms into the per-output accumulators (float64: compensated)."""
-    if _compensated(seg):
+    if is_float64(seg):
         for j in range(seg.size):
             x = _wide(seg[j])
             m = peaks[j]
@@ -911,7 +901,7 @@ def _neumaier(hi, lo, v):
 @njit(cache=True)
 def _add4(s0, s1, s2, s3, peaks, his, los, ties):
     """Four rows' terms into the accumulators (float64: each compensated, in row order)."""
-    if _compensated(s0):
+    if is_float64(s0):
         for j in range(peaks.size):
             m = peaks[j]
             x0 = _wide(s0[j])
@@ -1053,7 +1043,7 @@ def _small_rows(base, bits, geo, out):
     los = sums[2]
     ties = sums[3]
     idx = np.zeros(m, np.int64)
-    block = BLOCK if _compensated(base) else LONG_BLOCK
+    block = BLOCK if is_float64(base) else LONG_BLOCK
     for first in (True, False):
         idx[:] = 0
         o = 0
@@ -1098,7 +1088,7 @@ def _small_columns(base, bits, geo, out):
     los = sums[2]
     ties = sums[3]
     idx = np.zeros(m, np.int64)
-    comp = _compensated(base)
+    comp = is_float64(base)
     for first in (True, False):
         idx[:] = 0
         o = 0

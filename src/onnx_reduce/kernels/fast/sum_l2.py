@@ -48,6 +48,7 @@ from ...plan import ReductionPlan
 from ._common import (
     REASSOC,
     canonical,
+    is_float64,
     memory_order_geometry,
     next_outer,
     num_threads,
@@ -787,22 +788,12 @@ def _small_nd(base, geo, square, comp, out):
         _finish(out, o, s[o], c[o], square)
 
 
-def _is_float64(base):  # pragma: no cover - njit only
-    raise NotImplementedError
-
-
-@overload(_is_float64)
-def _is_float64_impl(base):
-    value = base.dtype == types.float64
-    return lambda base: value
-
-
 @njit(cache=True, nogil=True)
 def _small_sum(base, geo, out):
     """ReduceSum by :func:`_small_nd`, its flags fixed at compile time (as runtime arguments
     they cost ~2x on small arrays); returns False (nothing to redo). Also the kernel of
     :func:`bind_sum`."""
-    _small_nd(base, geo, False, _is_float64(base), out)
+    _small_nd(base, geo, False, is_float64(base), out)
     return False
 
 
@@ -810,7 +801,7 @@ def _small_sum(base, geo, out):
 def _small_l2(base, geo, out):
     """ReduceL2 by :func:`_small_nd`; True when a float64 output overflowed or may have lost
     bits to underflow (the caller then redoes it, scaled)."""
-    comp = _is_float64(base)
+    comp = is_float64(base)
     _small_nd(base, geo, True, comp, out)
     return comp and _unsafe_l2(out)
 
