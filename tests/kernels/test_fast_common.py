@@ -1,6 +1,12 @@
-"""Shared pieces of the compiled kernels: the single rounding to float16."""
+"""Shared pieces of the compiled kernels: the single rounding to float16, the threading layer."""
 
 from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -41,3 +47,30 @@ def test_float16_rounding_is_correct_and_matches_the_bitwise_version() -> None:
     np.testing.assert_array_equal(fast[~nan], want[~nan].view(np.uint16))
     np.testing.assert_array_equal(by_hand[~nan], want[~nan].view(np.uint16))
     assert np.isnan(fast.view(np.float16)[nan]).all()
+
+
+def _tbb_wheel_installed() -> bool:
+    try:
+        importlib.metadata.distribution("tbb")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return sys.platform.startswith("linux") and platform.machine() == "x86_64"
+
+
+@pytest.mark.skipif(not _tbb_wheel_installed(), reason="the tbb wheel is a Linux x86-64 dependency")
+def test_parallel_kernels_run_on_tbb() -> None:
+    """pip's libtbb is made loadable (it is not on the loader's path), so numba's fork-safe
+    choice is TBB, not the workqueue layer (~0.35 ms per launch here); in a fresh process,
+    with nobody choosing a layer."""
+    assert _common._load_pip_tbb()
+    code = (
+        "import numpy as np, numba, onnx_reduce\n"
+        "x = np.ones((4096, 512), np.float32)\n"  # above PARALLEL_MIN: a parallel launch
+        "assert float(onnx_reduce.reduce_sum(x).ravel()[0]) == x.size\n"
+        "print(numba.threading_layer())\n"
+    )
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NUMBA_THREADING_LAYER", "LD_LIBRARY_PATH", "LD_PRELOAD")}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.split()[-1] == "tbb"

@@ -326,25 +326,26 @@ def test_long_run_blocks_of_adjacent_rows(op: str, dtype: np.dtype) -> None:
 @pytest.mark.parametrize("op", ["sum", "l2"])
 @pytest.mark.parametrize("dtype", STREAM_DTYPES, ids=[d.name for d in STREAM_DTYPES])
 def test_streaming_column_kernel(op: str, dtype: np.dtype) -> None:
-    """The column kernel's rows, two from each half of a range (0 to 3 left over), narrow
-    (whole rows prefetched ahead) and wide (a chunk at a time, ending in a partial one), wider
-    than COLUMNS (and COLUMNS_COMPENSATED, float64's), cut in pieces, and a middle axis."""
-    chunk = sum_l2.COLUMN_CHUNK_BYTES // dtype.itemsize
-    narrow = sum_l2.PREFETCH_WIDTH
+    """The column kernel's rows: narrow slices (at most NARROW_BYTES) four at a time, two from
+    each half of a range (0 to 3 rows left over), wider ones two at a time, one from each half
+    (0 or 1 left over); slices wider than COLUMNS (and COLUMNS_COMPENSATED, float64's), ranges
+    cut in pieces, and middle axes, narrow and wide."""
+    narrow = sum_l2.NARROW_BYTES // dtype.itemsize
 
     def tall(width: int, extra: int, seed: int) -> np.ndarray:
         return make((-(-sum_l2.PARALLEL_MIN // width) + extra, width), dtype, seed)
 
     cases = [
-        (tall(narrow - 28, 0, 50), [0]),
-        (tall(narrow + 1, 1, 51), [0]),
-        (tall(2 * chunk + 44, 2, 52), [0]),
-        (tall(2 * chunk + 44, 3, 57), [0]),
+        (tall(narrow, 0, 50), [0]),  # the widest four-row slice
+        (tall(narrow - 3, 1, 51), [0]),
+        (tall(narrow - 3, 3, 59), [0]),
+        (tall(narrow + 1, 0, 52), [0]),  # the narrowest two-row slice
+        (tall(narrow + 1, 1, 57), [0]),
         (make((17, sum_l2.COLUMNS + 5), dtype, 53), [0]),
         (make((33, sum_l2.COLUMNS_COMPENSATED + 3), dtype, 58), [0]),  # float64's narrower blocks
-        (make((1999, 2 * chunk + 44), dtype, 54), [0]),  # pieces of 124 and 125 rows
-        (make((40, 61, 2 * chunk + 44), dtype, 55), [1]),
-        (make((40, 62, narrow // 2), dtype, 56), [1]),
+        (make((1999, 300), dtype, 54), [0]),  # pieces of odd lengths
+        (make((40, 61, 300), dtype, 55), [1]),
+        (make((80, 62, narrow // 2), dtype, 56), [1]),
     ]
     for x, axes in cases:
         assert x.size >= sum_l2.PARALLEL_MIN

@@ -19,10 +19,12 @@ The API, kept small and stable (also used by :mod:`.log_sum_exp`):
   unaligned, strides not a multiple of the item size, other dtypes).
 * ``parallel_section()``: context manager every caller of a ``parallel=True`` kernel holds; a
   process-wide lock (numba's workqueue layer aborts on concurrent launches), re-created in a
-  forked child, and dynamic scheduling of prange iterations (chunk size 1). On import, if
+  forked child. On import, if
   nobody chose a threading layer yet (no NUMBA_THREADING_LAYER, none launched), numba's
   ``"forksafe"`` choice is made (TBB if installed, else workqueue; numba documents GNU OpenMP,
-  its default pick here, as unsafe in a forked child). ``num_threads()``: numba's thread count.
+  its default pick here, as unsafe in a forked child), after making pip's TBB loadable
+  (``tbb`` is a dependency on Linux x86-64: the workqueue layer costs ~0.35 ms per launch
+  here). ``num_threads()``: numba's thread count.
 * ``memory_order_geometry(shape, axes)`` (from :mod:`onnx_reduce.plan.layout`) /
   ``next_outer(idx, sizes, ost, last, o)`` (njit-callable): a small C-contiguous reduction as
   the small-array kernels of both families walk it, in memory order: merged dims packed in an
@@ -39,8 +41,11 @@ The API, kept small and stable (also used by :mod:`.log_sum_exp`):
 
 from __future__ import annotations
 
+import ctypes
+import importlib.metadata
 import math
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -79,11 +84,42 @@ REASSOC = {"reassoc"}  # a set: numba rejects a frozenset
 
 # ----------------------------------------------------------------------------- threading
 
+
+def _load_pip_tbb() -> bool:
+    """Make a pip-installed TBB visible to numba (Linux); whether ``libtbb.so.12`` now loads.
+
+    The ``tbb`` wheel puts ``libtbb.so.12`` in ``<prefix>/lib``, where the dynamic loader does
+    not look (numba issue #6108), so numba silently falls back to its workqueue layer: on the
+    project machine ~0.35 ms per parallel launch against ~4 us with TBB, and 15-20% less
+    bandwidth on 64 MiB inputs. Loading the library once by its path makes the name resolve
+    for numba's own ``dlopen``."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        ctypes.CDLL("libtbb.so.12")
+        return True
+    except OSError:
+        pass
+    try:
+        files = importlib.metadata.files("tbb") or ()
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    for file in files:
+        if file.name == "libtbb.so.12":
+            try:
+                ctypes.CDLL(str(file.locate()))
+                return True
+            except OSError:
+                return False
+    return False
+
+
 if (
     "NUMBA_THREADING_LAYER" not in os.environ
     and config.THREADING_LAYER == "default"
     and not _parallel._is_initialized
 ):
+    _load_pip_tbb()
     config.THREADING_LAYER = "forksafe"
 
 _lock = threading.Lock()
@@ -99,10 +135,14 @@ os.register_at_fork(after_in_child=_new_lock_in_child)
 
 @contextmanager
 def parallel_section() -> Iterator[None]:
-    """Hold the process-wide lock around a call of a ``parallel=True`` kernel, with dynamic
-    scheduling (prange iterations handed out one at a time: on a shared machine a thread that
-    is descheduled for a while no longer holds up a fixed half of the work)."""
-    with _lock, numba.parallel_chunksize(1):
+    """Hold the process-wide lock around a call of a ``parallel=True`` kernel.
+
+    Scheduling is the threading layer's: with TBB, each thread starts on one contiguous share
+    of the prange iterations and idle threads steal from busy ones (so a thread descheduled
+    on a shared machine does not hold up a fixed half of the work). Handing iterations out
+    one at a time instead (``numba.parallel_chunksize(1)``) measured ~7% slower from memory:
+    each thread's reads no longer run in order."""
+    with _lock:
         yield
 
 

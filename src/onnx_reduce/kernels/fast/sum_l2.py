@@ -9,15 +9,16 @@ with non-negative element strides, outermost first. Two kernels then cover every
   are few outputs, each output's reduced range is cut in pieces that threads share, and the
   pieces are combined in a fixed order;
 * columns (the innermost dim is kept: outer, middle): a block of up to ``COLUMNS`` adjacent
-  outputs adds the matching slice of every reduced row into accumulators that stay in cache.
+  outputs adds the matching slice of every reduced row into accumulators that stay in cache,
+  rows from the two halves of the range side by side (two streams, each read in order).
 
 Small C-contiguous inputs (below ``PARALLEL_MIN`` elements), whatever the axes, take a one-call
 path (:func:`_small_nd`) that skips the canonical form; large ones run on all threads.
 
 float16/bfloat16/float32 accumulate in float64 and round once (float16/bfloat16 via a
 round-to-odd float32). float64 sums 512-element blocks (vectorized) and folds the block sums
-with Neumaier's compensated summation; the column kernel adds rows four at a time (pairwise)
-and folds each such sum in with Knuth's TwoSum. The
+with Neumaier's compensated summation; the column kernel adds two or four rows at a time
+(pairwise) and folds each such sum in with Knuth's TwoSum. The
 error is then about one ulp plus a small multiple of 2**-53 * sum(|x|), however long the
 reduction. ReduceL2 of float64 squares unscaled; the outputs whose sum of squares overflowed or
 may have lost bits to underflow are redone, scaled by a power of two. NaN anywhere gives NaN,
@@ -91,18 +92,10 @@ TWO_STREAMS_MIN = 1 << 13
 
 #: Bytes of each stream that the streaming loops add at a time, prefetching the next ones.
 STREAM_CHUNK_BYTES = 1024
-#: ...the same in the column kernel (prefetching the chunk after next), for each of its four
-#: rows, when the slices it adds are wider than PREFETCH_WIDTH and at most CHUNK_WIDTH elements
-#: (a middle axis, 256 wide: ~15% faster; wider slices stream as well without, and the outer
-#: layout, 4096 wide, was ~8% slower with chunks).
-COLUMN_CHUNK_BYTES = 512
-CHUNK_WIDTH = 1024
-
-#: Rows ahead of the current four that the column kernel prefetches whole...
-AHEAD_ROWS = 8
-#: ...when the slices it adds are at most this many elements (for the 256-wide middle axis,
-#: whole rows ahead were ~10% slower than chunks).
-PREFETCH_WIDTH = 128
+#: Column-kernel slices of at most this many bytes add four rows at a time, wider ones two
+#: (see :func:`_add_rows`; 16- and 64-wide float32 middle axes ~6% faster with four, 128 and
+#: wider ~10% slower).
+NARROW_BYTES = 256
 
 _F64 = np.dtype(np.float64)
 #: The dtypes served, and the dtype each accumulates in.
@@ -116,10 +109,13 @@ _STORAGE = {dtype: storage_dtype(dtype) for dtype in _ACCUMULATOR} | {
     np.dtype(np.int32): np.dtype(np.uint32), np.dtype(np.int64): np.dtype(np.uint64)}
 _EMPTY = {acc: np.empty(0, acc) for acc in set(_ACCUMULATOR.values())}
 _GEOMETRIES: dict[tuple, np.ndarray] = {}
+_SCRATCH: dict[np.dtype, np.ndarray] = {}
 _TINY_L2 = 2.0**-450  # a float64 L2 below this may have lost its low squares to underflow
 #: Row sums: reassociation, and fused multiply-adds for squares (a float16/bfloat16/float32
 #: square is exact in float64, so fusing changes nothing there; for float64 it rounds less).
 _ROWS_MATH = REASSOC | {"contract"}
+#: Column sums: fused multiply-adds only (reassociation would cancel TwoSum's compensation).
+_CONTRACT = {"contract"}
 
 
 def reduce_sum(data: np.ndarray, plan: ReductionPlan) -> np.ndarray | None:
@@ -256,21 +252,30 @@ def _run(base, geo, inner, n_out, kept, n_red, size, square, dtype, acc, out) ->
         pieces = _pieces(n_base, threads, min(most, n_red // MIN_PIECE_ROWS))
         work, parallel = _cols_work, _cols_parallel
         args = (base, geo, pieces, square, comp, out)
-    if pieces > 1:
-        hi = np.empty(n_out * pieces, acc)
-        lo = np.empty(n_out * pieces, acc) if comp else hi
-    else:
-        hi = lo = _EMPTY[acc]
     n_items = n_base * pieces
-    if threads > 1:
-        with parallel_section():
-            parallel(*args, hi, lo, min(n_items, CHUNKS_PER_THREAD * threads))
+    if threads == 1:  # then pieces == 1
+        work(*args, _EMPTY[acc], _EMPTY[acc], 0, n_items)
     else:
-        work(*args, hi, lo, 0, n_items)
-    if pieces > 1:
-        _combine(hi, lo, pieces, square, comp, out)
+        with parallel_section():  # the lock also guards the scratch
+            hi = lo = _EMPTY[acc]
+            if pieces > 1:
+                hi, lo = _scratch(n_out * pieces, acc, comp)
+            parallel(*args, hi, lo, min(n_items, CHUNKS_PER_THREAD * threads))
+            if pieces > 1:
+                _combine(hi, lo, pieces, square, comp, out)
     if square and comp and _unsafe_l2(out):
         _redo_l2(base, geo, out)
+
+
+def _scratch(n: int, acc: np.dtype, comp: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Room for ``n`` partial sums (and as many compensations when ``comp``), kept from call
+    to call (a fresh 512 KiB array is mapped and faulted in page by page each time: ~0.2 ms
+    here, 8% of a 64 MiB outer sum). Only under :func:`parallel_section`'s lock."""
+    need = 2 * n if comp else n
+    buffer = _SCRATCH.get(acc)
+    if buffer is None or buffer.size < need:
+        buffer = _SCRATCH[acc] = np.empty(need, acc)
+    return buffer[:n], buffer[n:need] if comp else buffer[:n]
 
 
 @njit(cache=True, nogil=True)
@@ -315,7 +320,7 @@ def _pieces(items: int, threads: int, most: int) -> int:
     """How many pieces to cut each output's reduction into, so that threads share the work."""
     if threads <= 1 or items >= 4 * threads:
         return 1
-    return max(1, min(64, -(-8 * threads // items), most))
+    return max(1, min(64, -(-4 * threads // items), most))
 
 
 # ----------------------------------------------------------------------------- numba parts
@@ -567,9 +572,9 @@ def _rows_work(base, geo, block, pieces, square, comp, out, hi, lo, w0, w1):
             if pieces == 1:
                 _finish(out, o0 + k, s[k], c[k], square)
             else:
-                hi[(o0 + k) * pieces + p] = s[k]
+                hi[p * n_out + o0 + k] = s[k]
                 if comp:
-                    lo[(o0 + k) * pieces + p] = c[k]
+                    lo[p * n_out + o0 + k] = c[k]
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -583,108 +588,78 @@ def _rows_parallel(base, geo, block, pieces, square, comp, out, hi, lo, chunks):
                    n_items * ch // chunks, n_items * (ch + 1) // chunks)
 
 
-@njit(cache=True, nogil=True)
-def _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, square, comp, ahead):
+@njit(cache=True, nogil=True, inline="always")
+def _term(base, a, square):
+    """``base[a]`` widened, squared when ``square``."""
+    v = widen(base[a])
+    return v * v if square else v
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _two_sum_into(s, c, j, v):
+    """``s[j] += v``, the rounding error into ``c[j]`` (Knuth's TwoSum: branch-free, so the
+    loops over ``j`` vectorize)."""
+    sj = s[j]
+    t = sj + v
+    z = t - sj
+    c[j] += (sj - (t - z)) + (v - z)
+    s[j] = t
+
+
+@njit(cache=True, nogil=True, fastmath=_CONTRACT)
+def _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, square):
     """Add the slices ``[off + row offset, + width * step)`` of reduced rows ``[r0, r1)`` into
-    the column accumulators; Neumaier-folded when ``comp`` (no fastmath here: it would
-    cancel ``c``; the loops over ``j`` vectorize without it). Rows ``ahead`` on are
-    prefetched (0: none, for data already in cache)."""
+    the column accumulators; TwoSum-compensated for float64 (no fastmath here: it would
+    cancel ``c``; the loops over ``j`` vectorize without it). Call it with a constant
+    ``square`` (a compile-time flag then: a run-time one stays in the inner loops).
+
+    Contiguous slices are taken from the two halves of the range side by side: two streams,
+    each reading memory in order, which is what the hardware prefetcher follows best (from
+    memory, a 4096-wide outer float32 L2 measured ~33 GB/s this way against ~25 with four
+    streams or with neighbouring rows taken together). Slices of at most NARROW_BYTES take
+    two neighbouring rows from each half (still in order; a quarter of the accumulator
+    traffic, which dominates there)."""
+    comp = is_float64(base)
     nr = rsz.size
+    rs = rst[0]  # row offsets: scalars only in the loops (an array there costs two atomics)
     if step == 1:
-        # four rows at a time: a quarter of the accumulator traffic and of the per-row cost
-        # (float64: the four are added pairwise, then folded in with TwoSum); two from each
-        # half of the range, two streams (see _row_sums2: ~10% faster from memory), but four
-        # neighbours for float64 (its rounding errors stay as they were)
-        h = (r1 - r0) // 4 * 2
-        d = 2 if comp else h  # rows r, r + 1, r + d, r + d + 1
+        four = width * base.itemsize <= NARROW_BYTES
+        h = (r1 - r0) // 4 * 2 if four else (r1 - r0) // 2
         uw = np.uint64(width)
-        uline = np.uint64(64 // base.itemsize)
-        end = np.uint64(base.size)
-        chunk = uw
-        if ahead and PREFETCH_WIDTH < width <= CHUNK_WIDTH:
-            chunk = np.uint64(COLUMN_CHUNK_BYTES // base.itemsize)
-        for r in range(r0, r0 + 2 * h - d, 4 if comp else 2):
-            # unsigned offsets and no slices (see _row_sums2)
-            if nr == 1:
-                a0 = np.uint64(off + r * rst[0])
-                a1 = a0 + np.uint64(rst[0])
-                a2 = np.uint64(off + (r + d) * rst[0])
-                a3 = a2 + np.uint64(rst[0])
-            else:
-                a0 = np.uint64(off + _offset(r, rsz, rst, nr))
-                a1 = np.uint64(off + _offset(r + 1, rsz, rst, nr))
-                a2 = np.uint64(off + _offset(r + d, rsz, rst, nr))
-                a3 = np.uint64(off + _offset(r + d + 1, rsz, rst, nr))
-            # short row slices: the hardware prefetcher alone falls behind
-            if ahead and width <= PREFETCH_WIDTH and r + d + ahead + 2 <= r0 + 2 * h:
-                line = 64 // base.itemsize
-                for k in range(4):
-                    q = r + ahead + (k & 1) + (d if k >= 2 else 0)
-                    a = off + (q * rst[0] if nr == 1 else _offset(q, rsz, rst, nr))
-                    for j in range(0, width, line):
-                        prefetch(base, a + j)
-            # mid-width slices from memory: a chunk at a time, the one after next asked for
-            # first (the next: ~8% slower)
-            for j0 in range(np.uint64(0), uw, chunk):
-                j1 = min(j0 + chunk, uw)
-                if chunk < uw:
-                    for k in range(j1 + chunk, j1 + 2 * chunk, uline):  # in the array
-                        if a0 + k < end:
-                            prefetch(base, a0 + k)
-                        if a1 + k < end:
-                            prefetch(base, a1 + k)
-                        if a2 + k < end:
-                            prefetch(base, a2 + k)
-                        if a3 + k < end:
-                            prefetch(base, a3 + k)
-                if comp and square:
-                    for j in range(j0, j1):
-                        v0 = widen(base[a0 + j])
-                        v1 = widen(base[a1 + j])
-                        v2 = widen(base[a2 + j])
-                        v3 = widen(base[a3 + j])
-                        v = (v0 * v0 + v1 * v1) + (v2 * v2 + v3 * v3)
-                        sj = s[j]
-                        t = sj + v
-                        z = t - sj
-                        c[j] += (sj - (t - z)) + (v - z)
-                        s[j] = t
-                elif comp:
-                    for j in range(j0, j1):
-                        v = ((widen(base[a0 + j]) + widen(base[a1 + j]))
-                             + (widen(base[a2 + j]) + widen(base[a3 + j])))
-                        sj = s[j]
-                        t = sj + v
-                        z = t - sj
-                        c[j] += (sj - (t - z)) + (v - z)
-                        s[j] = t
-                elif square:
-                    for j in range(j0, j1):
-                        v0 = widen(base[a0 + j])
-                        v1 = widen(base[a1 + j])
-                        v2 = widen(base[a2 + j])
-                        v3 = widen(base[a3 + j])
-                        s[j] += (v0 * v0 + v1 * v1) + (v2 * v2 + v3 * v3)
+        for r in range(r0, r0 + h, 2 if four else 1):
+            a0 = np.uint64(off + (r * rs if nr == 1 else _offset(r, rsz, rst, nr)))
+            a2 = np.uint64(off + ((r + h) * rs if nr == 1 else _offset(r + h, rsz, rst, nr)))
+            if four:
+                a1 = np.uint64(off + ((r + 1) * rs if nr == 1 else _offset(r + 1, rsz, rst, nr)))
+                a3 = np.uint64(off + ((r + h + 1) * rs if nr == 1
+                                      else _offset(r + h + 1, rsz, rst, nr)))
+                if comp:
+                    for j in range(uw):
+                        _two_sum_into(s, c, j, (_term(base, a0 + j, square)
+                                                + _term(base, a1 + j, square))
+                                      + (_term(base, a2 + j, square)
+                                         + _term(base, a3 + j, square)))
                 else:
-                    for j in range(j0, j1):
-                        s[j] += ((widen(base[a0 + j]) + widen(base[a1 + j]))
-                                 + (widen(base[a2 + j]) + widen(base[a3 + j])))
+                    for j in range(uw):
+                        s[j] += ((_term(base, a0 + j, square) + _term(base, a1 + j, square))
+                                 + (_term(base, a2 + j, square) + _term(base, a3 + j, square)))
+            elif comp:
+                for j in range(uw):
+                    v = _term(base, a0 + j, square) + _term(base, a2 + j, square)
+                    _two_sum_into(s, c, j, v)
+            else:
+                for j in range(uw):
+                    s[j] += _term(base, a0 + j, square) + _term(base, a2 + j, square)
         r0 += 2 * h
     us = np.uint64(step)
     for r in range(r0, r1):
-        a = np.uint64(off + (r * rst[0] if nr == 1 else _offset(r, rsz, rst, nr)))
-        for j in range(np.uint64(width)):
-            v = widen(base[a + j * us])
-            if square:
-                v = v * v
-            if comp:
-                sj = s[j]
-                t = sj + v  # Knuth's TwoSum: branch-free, so it vectorizes
-                z = t - sj
-                c[j] += (sj - (t - z)) + (v - z)
-                s[j] = t
-            else:
-                s[j] += v
+        a = np.uint64(off + (r * rs if nr == 1 else _offset(r, rsz, rst, nr)))
+        if comp:
+            for j in range(np.uint64(width)):
+                _two_sum_into(s, c, j, _term(base, a + j * us, square))
+        else:
+            for j in range(np.uint64(width)):
+                s[j] += _term(base, a + j * us, square)
 
 
 @njit(cache=True, nogil=True)
@@ -717,17 +692,22 @@ def _cols_work(base, geo, pieces, square, comp, out, hi, lo, w0, w1):
         width = min(columns, width_all - j0)
         off = _offset(ko, ksz, kst, nk - 1) + j0 * step
         s[:width] = zero
-        c[:width] = zero
-        _add_rows(base, off, n_red * p // pieces, n_red * (p + 1) // pieces, rsz, rst, step,
-                  width, s, c, square, comp, AHEAD_ROWS)
+        if comp:
+            c[:width] = zero
+        r0 = n_red * p // pieces
+        r1 = n_red * (p + 1) // pieces
+        if square:
+            _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, True)
+        else:
+            _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, False)
         for j in range(width):
             o = ko * width_all + j0 + j
             if pieces == 1:
                 _finish(out, o, s[j], c[j], square)
             else:
-                hi[o * pieces + p] = s[j]
+                hi[p * out.size + o] = s[j]
                 if comp:
-                    lo[o * pieces + p] = c[j]
+                    lo[p * out.size + o] = c[j]
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -774,7 +754,7 @@ def _small_nd(base, geo, square, comp, out):
         a = u * unit
         if not rows:
             _add_rows(base, a, 0, n_rows, rsz, rst, 1, n_in, s[o:o + n_in], c[o:o + n_in],
-                      square, comp, 0)
+                      square)
         elif not comp:
             s[o] += _row_sum(base, a, n_in, square)
         else:
@@ -810,16 +790,16 @@ def _small_l2(base, geo, out):
 def _combine(hi, lo, pieces, square, comp, out):
     """Add each output's pieces, in order (folded when ``comp``), and store the result."""
     for o in range(out.size):
-        s = hi[o * pieces]
+        s = hi[o]
         c = _zero(s)
         if comp:
-            c = lo[o * pieces]
+            c = lo[o]
             for p in range(1, pieces):
-                s, c = _fold(s, c, hi[o * pieces + p])
-                c += lo[o * pieces + p]
+                s, c = _fold(s, c, hi[p * out.size + o])
+                c += lo[p * out.size + o]
         else:
             for p in range(1, pieces):
-                s += hi[o * pieces + p]
+                s += hi[p * out.size + o]
         _finish(out, o, s, c, square)
 
 
