@@ -283,10 +283,10 @@ STREAM_DTYPES = [np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16
 @pytest.mark.parametrize("dtype", STREAM_DTYPES, ids=[d.name for d in STREAM_DTYPES])
 def test_streaming_row_kernels(op: str, dtype: np.dtype) -> None:
     """The row kernel's streaming loops: rows summed in pairs (o and o + half of a range, odd
-    ranges leave one), a chunk at a time with the next one prefetched (rows shorter than a
-    chunk, and ending in a partial one), and runs of TWO_STREAMS_MIN elements or more summed as
-    two halves (odd lengths leave one element), threaded and serial (strided views)."""
-    chunk = sum_l2.STREAM_CHUNK_BYTES // dtype.itemsize
+    ranges leave one), of lengths that do and do not fill whole vectors, and runs of
+    TWO_STREAMS_MIN elements or more summed as two halves (odd lengths leave one element),
+    threaded and serial (strided views)."""
+    chunk = 256
     long = sum_l2.TWO_STREAMS_MIN
     cases = [
         (make((129, 2 * chunk + 3), dtype, 40), [1]),  # threads: ranges of 4 and 5 rows

@@ -54,7 +54,6 @@ from ._common import (
     next_outer,
     num_threads,
     parallel_section,
-    prefetch,
     storage_dtype,
     store,
     widen,
@@ -90,8 +89,6 @@ ROW_RUN_BYTES = 1 << 18
 #: streams from memory go faster than one; shorter runs are mostly in cache already).
 TWO_STREAMS_MIN = 1 << 13
 
-#: Bytes of each stream that the streaming loops add at a time, prefetching the next ones.
-STREAM_CHUNK_BYTES = 1024
 #: Column-kernel slices of at most this many bytes add four rows at a time, wider ones two
 #: (see :func:`_add_rows`; 16- and 64-wide float32 middle axes ~6% faster with four, 128 and
 #: wider ~10% slower).
@@ -379,38 +376,23 @@ def _row_sums2(base, a, b, n, square):
     Inlined, with unsigned indices and no slices: a signed index is tested for wraparound (the
     loop then does not vectorize), a slice increments the array's reference count (an atomic
     that threads reading one array fight over) and a call costs as much as a short row. Two
-    streams far apart keep more reads in flight than one, and so does asking for the next
-    chunk of each before adding this one: a thread streaming from memory (not from cache)
-    gets ~15% more bandwidth from each."""
+    streams far apart keep more reads in flight than one. (Adding a chunk at a time and
+    prefetching the next measured no faster from memory, and 1.5-3x slower for rows of 64-256
+    elements in cache.)"""
     ua = np.uint64(a)
     ub = np.uint64(b)
-    un = np.uint64(n)
-    chunk = np.uint64(STREAM_CHUNK_BYTES // base.itemsize)
-    line = np.uint64(64 // base.itemsize)
-    end = np.uint64(base.size)
     sa = _zero(widen(base[0]))
     sb = sa
-    for c0 in range(np.uint64(0), un, chunk):
-        c1 = min(c0 + chunk, un)
-        for k in range(c1, c1 + chunk, line):  # the next chunk (in the array)
-            if ua + k < end:
-                prefetch(base, ua + k)
-            if ub + k < end:
-                prefetch(base, ub + k)
-        pa = _zero(sa)  # per chunk: the chunks' sums are independent (no serial chain)
-        pb = pa
-        if square:
-            for i in range(c0, c1):
-                va = widen(base[ua + i])
-                vb = widen(base[ub + i])
-                pa += va * va
-                pb += vb * vb
-        else:
-            for i in range(c0, c1):
-                pa += widen(base[ua + i])
-                pb += widen(base[ub + i])
-        sa += pa
-        sb += pb
+    if square:
+        for i in range(np.uint64(n)):
+            va = widen(base[ua + i])
+            vb = widen(base[ub + i])
+            sa += va * va
+            sb += vb * vb
+    else:
+        for i in range(np.uint64(n)):
+            sa += widen(base[ua + i])
+            sb += widen(base[ub + i])
     return sa, sb
 
 
