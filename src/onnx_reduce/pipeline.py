@@ -47,7 +47,7 @@ def prepare(
     axes_input: np.ndarray | None = None,
 ) -> Callable[[np.ndarray], np.ndarray]:
     """Validate and plan a call once for many arrays of ``dtype`` and ``shape``: the returned
-    function runs only the kernel stage (for small arrays, a kernel bound to this case).
+    function runs only the kernel stage (where one serves, a kernel bound to this case).
 
     >>> from onnx_reduce.spec import resolve
     >>> run = prepare(resolve("ReduceSum", 13), np.dtype(np.float32), (2, 3), {"keepdims": 0})

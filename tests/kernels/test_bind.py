@@ -1,5 +1,5 @@
-"""The small-array lane (``dispatch.bind`` / ``bind_fast``: kernels bound to one op, dtype and
-plan) against the exact oracle, and against the general path bit for bit; when it must step
+"""The bound lane (``dispatch.bind`` / ``bind_fast``: kernels bound to one op, dtype and plan)
+against the exact oracle, and against the general path bit for bit; when it must step
 aside; and the front door's cache."""
 
 from __future__ import annotations
@@ -73,13 +73,70 @@ def test_integer_sums_wrap(dtype) -> None:
     np.testing.assert_array_equal(got, oracle.expected("ReduceSum", data, (1,)))
 
 
-def test_integer_l2_and_large_inputs_are_left_to_the_general_path() -> None:
+def test_integer_l2_and_no_ops_are_left_to_the_general_path() -> None:
     plan = _plan("ReduceL2", (4, 6), (1,))
     assert dispatch.bind_fast("ReduceL2", np.dtype(np.int32), plan) is None  # isqrt: reference
-    big = _plan("ReduceSum", (1024, 1024), (1,))
-    assert dispatch.bind_fast("ReduceSum", np.dtype(np.float32), big) is None  # threaded kernels
     noop = make_plan(Request(latest("ReduceSum"), (), True, True), (4, 6))
     assert dispatch.bind_fast("ReduceSum", np.dtype(np.float32), noop) is None
+    big = _plan("ReduceLogSumExp", (1024, 1024), (1,))
+    assert dispatch.bind_fast("ReduceLogSumExp", np.dtype(np.float32), big) is None  # threads
+
+
+#: threaded sizes (PARALLEL_MIN lowered to 2**16 below): rows, columns, middle, split, all
+LARGE_LAYOUTS = [((256, 300), (1,)), ((300, 256), (0,)), ((16, 70, 64), (1,)),
+                 ((40, 7, 300), (0, 2)), ((70000,), (0,)), ((3, 1, 30000), (0, 1, 2)),
+                 ((65536, 1), (1,))]  # only a size-1 axis reduced
+
+
+@pytest.mark.parametrize("dtype", [*FLOATS, np.dtype(np.int64)], ids=str)
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceL2"])
+@pytest.mark.parametrize(("shape", "axes"), LARGE_LAYOUTS, ids=str)
+def test_large_inputs_bound_run_the_threaded_kernels(op, dtype, shape, axes, monkeypatch):
+    """From PARALLEL_MIN elements on the bound function runs the threaded kernels, with the
+    layout worked out once (C order): the same bits as the general path, correctly rounded."""
+    if op == "ReduceL2" and dtype.kind == "i":
+        return
+    from onnx_reduce.kernels.fast import sum_l2
+
+    monkeypatch.setattr(sum_l2, "PARALLEL_MIN", 1 << 16)
+    data = _data(shape, dtype, seed=len(shape) + sum(axes))
+    plan = _plan(op, shape, axes)
+    run = dispatch.bind_fast(op, dtype, plan)
+    launched = []
+    monkeypatch.setattr(sum_l2, "parallel_section",
+                        lambda real=sum_l2.parallel_section: launched.append(1) or real())
+    got = run(data)
+    assert launched, "a threaded size ran serially"
+    assert got.shape == plan.output_shape
+    assert got.dtype == dtype
+    with kernel_path("fast"):
+        general = run_kernel(op, data, plan)
+    np.testing.assert_array_equal(got.view(np.uint8), np.asarray(general).view(np.uint8))
+    if dtype.kind == "i":
+        np.testing.assert_array_equal(got, oracle.expected(op, data, axes))
+        return
+    if plan.reduced_size == 1:  # one element per output: itself, or its magnitude (exact)
+        np.testing.assert_array_equal(got, np.abs(data) if op == "ReduceL2" else data)
+        return
+    exact = oracle.exact(op, data, axes).reshape(-1)
+    for g, x, row in zip(got.reshape(-1).tolist(), exact, oracle.rows(data, axes), strict=True):
+        assert oracle.ulp_error(g, x, dtype) <= allowed_ulps(op, row, x, dtype)
+
+
+def test_large_float64_l2_that_overflows_is_redone_in_the_bound_lane(monkeypatch) -> None:
+    from onnx_reduce.kernels.fast import sum_l2
+
+    monkeypatch.setattr(sum_l2, "PARALLEL_MIN", 1 << 16)
+    data = _data((300, 256), np.dtype(np.float64), 5)
+    data[7] *= 1e300
+    data[9] *= 1e-300
+    plan = _plan("ReduceL2", data.shape, (1,))
+    got = dispatch.bind_fast("ReduceL2", data.dtype, plan)(data)
+    assert np.isfinite(got).all()
+    assert (got > 0).all()
+    exact = oracle.exact("ReduceL2", data, (1,)).reshape(-1)
+    for g, x in zip(got.reshape(-1).tolist(), exact, strict=True):
+        assert oracle.ulp_error(g, x, data.dtype) <= 2
 
 
 @pytest.mark.parametrize("values", [[3e200, 4e200], [3e-200, 4e-200], [1e308, 1e308]], ids=str)

@@ -7,12 +7,14 @@ Fast kernels live in :mod:`onnx_reduce.kernels.fast`, one module per family. Eac
 ``import onnx_reduce`` does not load numba.
 
 A call on a small array costs more in Python than in the kernel: finding the layout, packing the
-geometry and choosing the kernel take microseconds, summing 1024 elements a fraction of one. So
-each fast module also exposes ``bind_<op>(dtype, plan) -> Bound | None``: that work done once per
-(dtype, shape, axes), returning a function of the array that only allocates the output and calls
-the compiled kernel (for C-contiguous, aligned, writeable arrays below the threaded sizes; it
-returns None when the general path must redo a result). :func:`bind` wraps it with the checks and
-the fallback.
+geometry and choosing the kernel take microseconds, summing 1024 elements a fraction of one. On a
+large array the same steps cost tens of microseconds each when the caches are cold, as they are
+after streaming the previous large input: several percent of a 64 MiB reduction. So each fast
+module also exposes ``bind_<op>(dtype, plan) -> Bound | None``: that work done once per (dtype,
+shape, axes), returning a function of the array that only allocates the output and calls the
+compiled kernel (for C-contiguous, aligned, writeable arrays: ReduceSum/ReduceL2 at every size,
+ReduceLogSumExp below its threaded sizes; it returns None when the general path must redo a
+result). :func:`bind` wraps it with the checks and the fallback.
 """
 
 from __future__ import annotations
@@ -89,8 +91,9 @@ def run_kernel(op: str, data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
 def bind(op: str, dtype: np.dtype, plan: ReductionPlan) -> Callable[[np.ndarray], np.ndarray]:
     """:func:`run_kernel` for arrays of ``dtype`` and shape ``plan.shape`` only, with the kernel
     choice made once: C-contiguous, aligned, writeable arrays (the common case) go straight to
-    a compiled kernel bound to this case when one is (small arrays: the per-call cost of the
-    general path would exceed the work); the rest take :func:`run_kernel`. Same results within
+    a compiled kernel bound to this case when one is (the per-call cost of the general path
+    would exceed the work on small arrays, and is several percent of it on large ones read
+    from memory); the rest take :func:`run_kernel`. Same results within
     the contract (ReduceSum/ReduceL2: the same bits; ReduceLogSumExp rows: the same arithmetic).
 
     >>> from onnx_reduce.spec import Request, resolve

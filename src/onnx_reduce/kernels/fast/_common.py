@@ -24,7 +24,8 @@ The API, kept small and stable (also used by :mod:`.log_sum_exp`):
   ``"forksafe"`` choice is made (TBB if installed, else workqueue; numba documents GNU OpenMP,
   its default pick here, as unsafe in a forked child), after making pip's TBB loadable
   (``tbb`` is a dependency on Linux x86-64: the workqueue layer costs ~0.35 ms per launch
-  here). ``num_threads()``: numba's thread count.
+  here). ``num_threads()``: numba's thread count; ``threads_now()`` (njit-callable, in
+  ``parallel=True`` kernels) the same, without keeping the kernel from the disk cache.
 * ``memory_order_geometry(shape, axes)`` (from :mod:`onnx_reduce.plan.layout`) /
   ``next_outer(idx, sizes, ost, last, o)`` (njit-callable): a small C-contiguous reduction as
   the small-array kernels of both families walk it, in memory order: merged dims packed in an
@@ -47,8 +48,6 @@ import math
 import os
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 
 import numba
@@ -76,6 +75,7 @@ __all__ = [
     "storage_dtype",
     "storage_view",
     "store",
+    "threads_now",
     "widen",
     "widen32",
 ]
@@ -133,22 +133,42 @@ def _new_lock_in_child() -> None:
 os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
-@contextmanager
-def parallel_section() -> Iterator[None]:
-    """Hold the process-wide lock around a call of a ``parallel=True`` kernel.
+def parallel_section() -> threading.Lock:
+    """The process-wide lock every caller of a ``parallel=True`` kernel holds around the call
+    (``with parallel_section():``; the lock itself, not a generator-made context manager:
+    with cold caches, as after streaming a large input, that costs tens of microseconds).
 
     Scheduling is the threading layer's: with TBB, each thread starts on one contiguous share
     of the prange iterations and idle threads steal from busy ones (so a thread descheduled
     on a shared machine does not hold up a fixed half of the work). Handing iterations out
     one at a time instead (``numba.parallel_chunksize(1)``) measured ~7% slower from memory:
     each thread's reads no longer run in order."""
-    with _lock:
-        yield
+    return _lock
 
 
 def num_threads() -> int:
     """How many threads numba's parallel kernels use now."""
     return numba.get_num_threads()
+
+
+@intrinsic
+def threads_now(typingctx):  # type: ignore[no-untyped-def]
+    """njit-only (inside ``parallel=True`` kernels): :func:`num_threads`, read by calling the
+    threading layer's ``get_num_threads`` by its symbol name. numba's own ``get_num_threads``
+    compiles in the address of a ctypes function, which keeps a kernel from being cached on
+    disk; a symbol is resolved when the kernel is loaded (parallel kernels start the threading
+    layer, which registers it, before they are linked)."""
+    numba.get_num_threads()  # starts the threading layer: the symbol exists from here on
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        # declared as numba's own parallel code declares it (one declaration per module),
+        # returning intp; the C function returns an ``int``: keep its low 32 bits only
+        fnty = ir.FunctionType(cgutils.intp_t, [])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "get_num_threads")
+        low = builder.trunc(builder.call(fn, []), ir.IntType(32))
+        return builder.sext(low, ir.IntType(64))
+
+    return types.int64(), codegen
 
 
 # ----------------------------------------------------------------------------- dtypes

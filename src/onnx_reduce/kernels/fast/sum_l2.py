@@ -52,10 +52,10 @@ from ._common import (
     is_float64,
     memory_order_geometry,
     next_outer,
-    num_threads,
     parallel_section,
     storage_dtype,
     store,
+    threads_now,
     widen,
 )
 
@@ -127,42 +127,56 @@ def reduce_l2(data: np.ndarray, plan: ReductionPlan) -> np.ndarray | None:
     return _reduce(data, plan, True)
 
 
-# ----------------------------------------------------------------------------- small-array lane
+# ----------------------------------------------------------------------------- bound lane
 
 
 def bind_sum(dtype: np.dtype, plan: ReductionPlan) -> Bound | None:
-    """ReduceSum bound to ``dtype`` and ``plan`` for small C-contiguous, aligned, writeable
-    arrays (:func:`onnx_reduce.kernels.dispatch.bind`); None when this lane does not serve the
-    case (large arrays: the threaded kernels; dtypes not served). The same kernel as
-    :func:`reduce_sum` picks for such arrays, so the same bits."""
+    """ReduceSum bound to ``dtype`` and ``plan`` for C-contiguous, aligned, writeable arrays
+    (:func:`onnx_reduce.kernels.dispatch.bind`): the layout is worked out once, so a call only
+    allocates the output and runs one compiled kernel (small arrays: :func:`_small_nd`; from
+    ``PARALLEL_MIN`` elements on, the threaded kernel :func:`reduce_sum` picks, the same bits).
+    None when this lane does not serve the case (dtypes not served, empty arrays)."""
     return _bind(dtype, plan, False)
 
 
 def bind_l2(dtype: np.dtype, plan: ReductionPlan) -> Bound | None:
     """ReduceL2 as :func:`bind_sum` binds ReduceSum (not integers: the reference is exact). The
-    bound function returns None when a float64 output overflowed or may have lost bits to
-    underflow; the general path then redoes the call, scaled."""
+    bound function returns None when a small float64 output overflowed or may have lost bits
+    to underflow; the general path then redoes the call, scaled."""
     return _bind(dtype, plan, True)
 
 
 def _bind(dtype: np.dtype, plan: ReductionPlan, square: bool) -> Bound | None:
     size = math.prod(plan.shape)
-    if (dtype not in _ACCUMULATOR or size >= PARALLEL_MIN or size == 0
-            or (square and dtype.kind in "iu")):
+    if dtype not in _ACCUMULATOR or size == 0 or (square and dtype.kind in "iu"):
         return None
-    geo = memory_order_geometry(plan.shape, plan.axes)
-    kernel = _small_l2 if square else _small_sum
+    small_geo = memory_order_geometry(plan.shape, plan.axes)
+    geo, inner = _c_geometry(plan.shape, plan.axes)
+    small = _small_l2 if square else _small_sum
     storage = _STORAGE[dtype]
+    acc = _ACCUMULATOR[dtype]
     n_out = size // plan.reduced_size
     shape = plan.output_shape
     if storage == dtype:
         def run(data: np.ndarray) -> np.ndarray | None:
+            base = data.reshape(-1)
             out = np.empty(n_out, dtype)
-            return None if kernel(data.reshape(-1), geo, out) else out.reshape(shape)
+            if size < PARALLEL_MIN:
+                if small(base, small_geo, out):
+                    return None
+            else:
+                base.flags.writeable = False  # the general path's compiled variant
+                _run(base, geo, inner, size, square, acc, out)
+            return out.reshape(shape)
     else:
         def run(data: np.ndarray) -> np.ndarray | None:
+            base = data.view(storage).reshape(-1)
             out = np.empty(n_out, storage)
-            kernel(data.view(storage).reshape(-1), geo, out)
+            if size < PARALLEL_MIN:
+                small(base, small_geo, out)
+            else:
+                base.flags.writeable = False
+                _run(base, geo, inner, size, square, acc, out)
             return out.view(dtype).reshape(shape)
     return run
 
@@ -182,32 +196,27 @@ def _reduce(data: np.ndarray, plan: ReductionPlan, square: bool) -> np.ndarray |
     if size == 0:
         return np.empty(plan.output_shape, dtype)
     axes = plan.axes
+    n_out = size // n_red
     if type(data) is np.ndarray and data.flags.c_contiguous and dtype.isnative:
         storage = _STORAGE[dtype]
         base = data.view(storage).reshape(-1)
         base.flags.writeable = False  # one compiled variant for writable and read-only inputs
-        n_out = size // n_red
-        if size < PARALLEL_MIN:  # any axes: one call, in memory order, no canonical form
-            out = np.empty(n_out, storage)
-            small = _small_l2 if square else _small_sum
-            if not small(base, memory_order_geometry(data.shape, axes), out):  # else: redone
-                return out.view(dtype).reshape(plan.output_shape)
-        elif not axes or axes[0] == data.ndim - len(axes) or axes[-1] == len(axes) - 1:
-            # a trailing (rows) or leading (columns) run of axes
-            inner = not axes or axes[0] == data.ndim - len(axes)
-            out = np.empty(n_out, storage)
-            _run(base, _geometry_2d(inner, n_out, n_red), inner, n_out, (n_out,), n_red,
-                 size, square, dtype, acc, out)
+        out = np.empty(n_out, storage)
+        if size >= PARALLEL_MIN:  # canonical form: the C-order merged dims
+            geo, inner = _c_geometry(data.shape, axes)
+            _run(base, geo, inner, size, square, acc, out)
             return out.view(dtype).reshape(plan.output_shape)
+        small = _small_l2 if square else _small_sum
+        if not small(base, memory_order_geometry(data.shape, axes), out):  # any axes, one call
+            return out.view(dtype).reshape(plan.output_shape)
+        # else: a float64 L2 to redo, scaled (below)
     canon = canonical(data, axes)
     if canon is None:
         return None
-    kept = canon.kept_sizes
-    n_out = math.prod(kept)
-    geo = _geometry(kept, canon.kept_strides, canon.red_sizes, canon.red_strides)
+    geo = _geometry(canon.kept_sizes, canon.kept_strides, canon.red_sizes, canon.red_strides)
     out = np.empty(n_out, _STORAGE[dtype])
     base = canon.base[canon.offset:].view(_STORAGE[dtype])
-    _run(base, geo, canon.inner_reduced, n_out, kept, n_red, size, square, dtype, acc, out)
+    _run(base, geo, canon.inner_reduced, size, square, acc, out)
     result = canon.restore(out.view(dtype), plan.kept_shape)
     return np.ascontiguousarray(result).reshape(plan.output_shape)
 
@@ -225,54 +234,56 @@ def _geometry(ksz: tuple, kst: tuple, rsz: tuple, rst: tuple) -> np.ndarray:
     return geo
 
 
-def _geometry_2d(inner: bool, n_out: int, n_red: int) -> np.ndarray:
-    """The packed dims of an (n_out, n_red) row-major array (rows) or (n_red, n_out) (columns)."""
-    if inner:
-        return _geometry((n_out,), (n_red,), (n_red,), (1,))
-    return _geometry((n_out,), (1,), (n_red,), (n_out,))
+def _c_geometry(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[np.ndarray, bool]:
+    """The packed dims (:func:`_geometry`) of reducing ``axes`` of a C-contiguous array of
+    ``shape``, and whether its innermost dim is reduced: the merged dims of
+    :func:`memory_order_geometry`, which in C order are the canonical form
+    (:func:`._common.canonical` gives the same for such an array, with more work per call).
+
+    >>> _c_geometry((4, 5, 6), (1,))[0].tolist(), _c_geometry((4, 5, 6), (1,))[1]
+    ([2, 1, 4, 6, 30, 1, 5, 6], False)
+    """
+    merged = memory_order_geometry(shape, axes)
+    m = int(merged[0])
+    sizes = [int(n) for n in merged[1:1 + m]]
+    reduced = [bool(r) for r in merged[1 + m:1 + 2 * m]]
+    strides = [math.prod(sizes[d + 1:]) for d in range(m)]
+    kept = [d for d in range(m) if not reduced[d]]
+    red = [d for d in range(m) if reduced[d]]
+    ksz, kst = tuple(sizes[d] for d in kept), tuple(strides[d] for d in kept)
+    if not red:  # only size-1 axes reduced: one size-1 reduced dim, innermost (as canonical)
+        return _geometry(ksz, kst, (1,), (0,)), True
+    rsz, rst = tuple(sizes[d] for d in red), tuple(strides[d] for d in red)
+    return _geometry(ksz, kst, rsz, rst), reduced[-1]
 
 
-def _run(base, geo, inner, n_out, kept, n_red, size, square, dtype, acc, out) -> None:
-    """Run the row (``inner``) or column kernel, on all threads for large inputs."""
-    comp = dtype == _F64
-    threads = num_threads() if size >= PARALLEL_MIN else 1
-    # partial sums (pieces per output) stay under 1/64 of the input
-    most = size * dtype.itemsize // (64 * n_out * (16 if comp else 8))
-    if inner:
-        block = _row_block(geo, n_out, n_red, dtype.itemsize, threads)
-        n_base = -(-n_out // block)
-        pieces = _pieces(n_base, threads, min(most, n_red // MIN_PIECE_ELEMENTS))
-        work, parallel = _rows_work, _rows_parallel
-        args = (base, geo, block, pieces, square, comp, out)
+def _run(base, geo, inner, size, square, acc, out) -> None:
+    """Run the row (``inner``) or column kernel, on all threads from PARALLEL_MIN elements on,
+    then redo, scaled, the float64 L2 outputs whose plain sum of squares was unsafe."""
+    comp = base.dtype == _F64
+    n_out = out.size
+    if size < PARALLEL_MIN:
+        redo = (_rows_serial if inner else _cols_serial)(base, geo, square, out, _EMPTY[acc])
     else:
-        n_base = (n_out // kept[-1]) * -(-kept[-1] // (COLUMNS_COMPENSATED if comp else COLUMNS))
-        pieces = _pieces(n_base, threads, min(most, n_red // MIN_PIECE_ROWS))
-        work, parallel = _cols_work, _cols_parallel
-        args = (base, geo, pieces, square, comp, out)
-    n_items = n_base * pieces
-    if threads == 1:  # then pieces == 1
-        work(*args, _EMPTY[acc], _EMPTY[acc], 0, n_items)
-    else:
+        # partial sums (pieces per output, when the threads share outputs) stay under 1/64
+        # of the input; the kernel schedules itself on numba's current thread count
+        most = min(64, size * base.itemsize // (64 * n_out * (16 if comp else 8)))
         with parallel_section():  # the lock also guards the scratch
-            hi = lo = _EMPTY[acc]
-            if pieces > 1:
-                hi, lo = _scratch(n_out * pieces, acc, comp)
-            parallel(*args, hi, lo, min(n_items, CHUNKS_PER_THREAD * threads))
-            if pieces > 1:
-                _combine(hi, lo, pieces, square, comp, out)
-    if square and comp and _unsafe_l2(out):
+            scratch = _scratch(n_out * most * (2 if comp else 1) if most > 1 else 0, acc)
+            redo = (_rows_parallel if inner else _cols_parallel)(base, geo, square, out,
+                                                                 scratch, most)
+    if redo:
         _redo_l2(base, geo, out)
 
 
-def _scratch(n: int, acc: np.dtype, comp: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Room for ``n`` partial sums (and as many compensations when ``comp``), kept from call
-    to call (a fresh 512 KiB array is mapped and faulted in page by page each time: ~0.2 ms
-    here, 8% of a 64 MiB outer sum). Only under :func:`parallel_section`'s lock."""
-    need = 2 * n if comp else n
+def _scratch(need: int, acc: np.dtype) -> np.ndarray:
+    """Room for ``need`` partial sums, kept from call to call (a fresh 512 KiB array is mapped
+    and faulted in page by page each time: ~0.2 ms here, 8% of a 64 MiB outer sum). Only under
+    :func:`parallel_section`'s lock."""
     buffer = _SCRATCH.get(acc)
     if buffer is None or buffer.size < need:
         buffer = _SCRATCH[acc] = np.empty(need, acc)
-    return buffer[:n], buffer[n:need] if comp else buffer[:n]
+    return buffer
 
 
 @njit(cache=True, nogil=True)
@@ -293,7 +304,25 @@ def _redo_l2(base: np.ndarray, geo: np.ndarray, out: np.ndarray) -> None:
         _l2_scaled(base, geo, suspect, out)
 
 
-def _row_block(geo: np.ndarray, n_out: int, n_red: int, itemsize: int, threads: int) -> int:
+# ----------------------------------------------------------------------------- schedules
+
+
+@njit(cache=True, nogil=True)
+def _counts(geo):
+    """(outputs, elements each output reduces) of the packed dims ``geo``."""
+    nk = geo[0]
+    nr = geo[1]
+    n_out = 1
+    for d in range(nk):
+        n_out *= geo[2 + d]
+    n_red = 1
+    for d in range(nr):
+        n_red *= geo[2 + 2 * nk + d]
+    return n_out, n_red
+
+
+@njit(cache=True, nogil=True)
+def _row_block(geo, n_out, n_red, itemsize, threads):
     """How many neighbouring outputs a row-kernel work item takes together.
 
     One, when each output is one row. Else up to ROW_BLOCK_BYTES of their rows per step (64
@@ -302,22 +331,63 @@ def _row_block(geo: np.ndarray, n_out: int, n_red: int, itemsize: int, threads: 
     in pieces for the threads, up to ROW_RUN_BYTES instead: a step reads one run that long
     (64 KiB runs stream from memory at ~60% of the bandwidth, 256 KiB ones at ~80%) and the
     threads share the outputs' reductions, cut in pieces."""
-    nk, nr = int(geo[0]), int(geo[1])
-    row = int(geo[2 + 2 * nk + nr - 1])  # length of the innermost reduced dim
+    nk = geo[0]
+    nr = geo[1]
+    row = geo[2 + 2 * nk + nr - 1]  # length of the innermost reduced dim
     if row >= n_red:
         return 1
     block = max(1, min(ROW_BLOCK_BYTES // (row * itemsize), 64, n_out // (4 * threads)))
-    adjacent = nk > 0 and int(geo[1 + 2 * nk + 2 * nr]) == 1 and int(geo[1 + 2 * nk]) == row
+    adjacent = nk > 0 and geo[1 + 2 * nk + 2 * nr] == 1 and geo[1 + 2 * nk] == row
     if not adjacent or n_red // MIN_PIECE_ELEMENTS < 2 * threads:
         return block
     return max(block, min(ROW_RUN_BYTES // (row * itemsize), n_out))
 
 
-def _pieces(items: int, threads: int, most: int) -> int:
+@njit(cache=True, nogil=True)
+def _pieces(items, threads, most):
     """How many pieces to cut each output's reduction into, so that threads share the work."""
     if threads <= 1 or items >= 4 * threads:
         return 1
-    return max(1, min(64, -(-4 * threads // items), most))
+    return max(1, min(64, (4 * threads + items - 1) // items, most))
+
+
+@njit(cache=True, nogil=True)
+def _rows_schedule(geo, itemsize, threads, most):
+    """(block, pieces, work items) of the row kernel on ``threads`` threads, at most ``most``
+    pieces per output."""
+    n_out, n_red = _counts(geo)
+    block = _row_block(geo, n_out, n_red, itemsize, threads)
+    n_base = (n_out + block - 1) // block
+    pieces = _pieces(n_base, threads, min(most, n_red // MIN_PIECE_ELEMENTS))
+    return block, pieces, n_base * pieces
+
+
+@njit(cache=True, nogil=True)
+def _cols_schedule(geo, comp, threads, most):
+    """(pieces, work items) of the column kernel on ``threads`` threads."""
+    n_out, n_red = _counts(geo)
+    width = geo[1 + geo[0]]  # the innermost kept dim
+    columns = _columns(comp)
+    n_base = (n_out // width) * ((width + columns - 1) // columns)
+    pieces = _pieces(n_base, threads, min(most, n_red // MIN_PIECE_ROWS))
+    return pieces, n_base * pieces
+
+
+@njit(cache=True, nogil=True)
+def _partials(scratch, n_out, pieces, comp):
+    """The partial sums (and compensations) of ``pieces`` pieces per output, in ``scratch``."""
+    n = n_out * pieces if pieces > 1 else 0
+    hi = scratch[:n]
+    lo = scratch[n:2 * n] if comp else hi
+    return hi, lo
+
+
+@njit(cache=True, nogil=True)
+def _settle(hi, lo, pieces, square, comp, out):
+    """After the work items: add up the pieces; whether a float64 L2 output needs redoing."""
+    if pieces > 1:
+        _combine(hi, lo, pieces, square, comp, out)
+    return square and comp and _unsafe_l2(out)
 
 
 # ----------------------------------------------------------------------------- numba parts
@@ -560,14 +630,29 @@ def _rows_work(base, geo, block, pieces, square, comp, out, hi, lo, w0, w1):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _rows_parallel(base, geo, block, pieces, square, comp, out, hi, lo, chunks):
-    n_out = 1
-    for d in range(geo[0]):
-        n_out *= geo[2 + d]
-    n_items = pieces * ((n_out + block - 1) // block)
+def _rows_parallel(base, geo, square, out, scratch, most):
+    """The row kernel on numba's current thread count; whether a float64 L2 output needs
+    redoing. One compiled call does the scheduling, the work and the combining: each step
+    run in Python costs tens of microseconds when the caches are cold (as after streaming 64
+    MiB), several percent of a 64 MiB reduction."""
+    comp = is_float64(base)
+    threads = threads_now()
+    block, pieces, n_items = _rows_schedule(geo, base.itemsize, threads, most)
+    hi, lo = _partials(scratch, out.size, pieces, comp)
+    chunks = min(n_items, CHUNKS_PER_THREAD * threads)
     for ch in prange(chunks):
         _rows_work(base, geo, block, pieces, square, comp, out, hi, lo,
                    n_items * ch // chunks, n_items * (ch + 1) // chunks)
+    return _settle(hi, lo, pieces, square, comp, out)
+
+
+@njit(cache=True, nogil=True)
+def _rows_serial(base, geo, square, out, empty):
+    """The row kernel on the calling thread (``empty``: a 0-size accumulator array)."""
+    comp = is_float64(base)
+    block, _, n_items = _rows_schedule(geo, base.itemsize, 1, 1)
+    _rows_work(base, geo, block, 1, square, comp, out, empty, empty, 0, n_items)
+    return square and comp and _unsafe_l2(out)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -693,16 +778,26 @@ def _cols_work(base, geo, pieces, square, comp, out, hi, lo, w0, w1):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _cols_parallel(base, geo, pieces, square, comp, out, hi, lo, chunks):
-    nk = geo[0]
-    columns = _columns(comp)
-    n_items = pieces * ((geo[1 + nk] + columns - 1) // columns)
-    for d in range(nk - 1):
-        n_items *= geo[2 + d]
+def _cols_parallel(base, geo, square, out, scratch, most):
+    """The column kernel on numba's current thread count, as :func:`_rows_parallel`."""
+    comp = is_float64(base)
+    threads = threads_now()
+    pieces, n_items = _cols_schedule(geo, comp, threads, most)
+    hi, lo = _partials(scratch, out.size, pieces, comp)
+    chunks = min(n_items, CHUNKS_PER_THREAD * threads)
     for ch in prange(chunks):
         _cols_work(base, geo, pieces, square, comp, out, hi, lo,
                    n_items * ch // chunks, n_items * (ch + 1) // chunks)
+    return _settle(hi, lo, pieces, square, comp, out)
 
+
+@njit(cache=True, nogil=True)
+def _cols_serial(base, geo, square, out, empty):
+    """The column kernel on the calling thread."""
+    comp = is_float64(base)
+    _, n_items = _cols_schedule(geo, comp, 1, 1)
+    _cols_work(base, geo, 1, square, comp, out, empty, empty, 0, n_items)
+    return square and comp and _unsafe_l2(out)
 
 
 @njit(cache=True, nogil=True, fastmath=_ROWS_MATH)
