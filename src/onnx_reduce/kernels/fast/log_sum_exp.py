@@ -154,7 +154,6 @@ def bind_log_sum_exp(dtype: np.dtype, plan: ReductionPlan) -> Bound | None:
         return None
     storage = storage_dtype(dtype)
     bits = _BITS.get(dtype, storage)
-    n_out = size // plan.reduced_size
     shape = plan.output_shape
     geo = memory_order_geometry(plan.shape, plan.axes)
     if geo[2 * geo[0]]:  # the innermost (merged) dim is reduced: whole rows, in memory order
@@ -168,18 +167,19 @@ def bind_log_sum_exp(dtype: np.dtype, plan: ReductionPlan) -> Bound | None:
             return None
         kernel, args, _ = job
 
+    # ravel(), not reshape(-1): a view either way for C-contiguous arrays, ~70 ns less here
     if storage == dtype:
         def run(data: np.ndarray) -> np.ndarray:
-            out = np.empty(n_out, dtype)
-            base = data.reshape(-1)
-            kernel(base, base.view(bits), *args, out)
-            return out.reshape(shape)
+            out = np.empty(shape, dtype)
+            base = data.ravel()
+            kernel(base, base.view(bits), *args, out.ravel())
+            return out
     else:
         def run(data: np.ndarray) -> np.ndarray:
-            out = np.empty(n_out, storage)
-            base = data.view(storage).reshape(-1)
-            kernel(base, base.view(bits), *args, out)
-            return out.view(dtype).reshape(shape)
+            out = np.empty(shape, storage)
+            base = data.view(storage).ravel()
+            kernel(base, base.view(bits), *args, out.ravel())
+            return out.view(dtype)
     return run
 
 

@@ -155,29 +155,29 @@ def _bind(dtype: np.dtype, plan: ReductionPlan, square: bool) -> Bound | None:
     small = _small_l2 if square else _small_sum
     storage = _STORAGE[dtype]
     acc = _ACCUMULATOR[dtype]
-    n_out = size // plan.reduced_size
     shape = plan.output_shape
+    # ravel(), not reshape(-1): a view either way for C-contiguous arrays, ~70 ns less here
     if storage == dtype:
         def run(data: np.ndarray) -> np.ndarray | None:
-            base = data.reshape(-1)
-            out = np.empty(n_out, dtype)
+            out = np.empty(shape, dtype)
             if size < PARALLEL_MIN:
-                if small(base, small_geo, out):
+                if small(data.ravel(), small_geo, out.ravel()):
                     return None
             else:
+                base = data.ravel()
                 base.flags.writeable = False  # the general path's compiled variant
-                _run(base, geo, inner, size, square, acc, out)
-            return out.reshape(shape)
+                _run(base, geo, inner, size, square, acc, out.ravel())
+            return out
     else:
         def run(data: np.ndarray) -> np.ndarray | None:
-            base = data.view(storage).reshape(-1)
-            out = np.empty(n_out, storage)
+            out = np.empty(shape, storage)
             if size < PARALLEL_MIN:
-                small(base, small_geo, out)
+                small(data.view(storage).ravel(), small_geo, out.ravel())
             else:
+                base = data.view(storage).ravel()
                 base.flags.writeable = False
-                _run(base, geo, inner, size, square, acc, out)
-            return out.view(dtype).reshape(shape)
+                _run(base, geo, inner, size, square, acc, out.ravel())
+            return out.view(dtype)
     return run
 
 
@@ -199,7 +199,7 @@ def _reduce(data: np.ndarray, plan: ReductionPlan, square: bool) -> np.ndarray |
     n_out = size // n_red
     if type(data) is np.ndarray and data.flags.c_contiguous and dtype.isnative:
         storage = _STORAGE[dtype]
-        base = data.view(storage).reshape(-1)
+        base = data.view(storage).ravel()
         base.flags.writeable = False  # one compiled variant for writable and read-only inputs
         out = np.empty(n_out, storage)
         if size >= PARALLEL_MIN:  # canonical form: the C-order merged dims
@@ -815,10 +815,15 @@ def _small_nd(base, geo, square, comp, out):
     ost = geo[1 + 2 * m:1 + 3 * m]
     n_in = sizes[m - 1]
     zero = _zero(widen(base[0]))
+    rows = red[m - 1] != 0
+    if rows and m <= 2:  # output o is row o (inner, all axes): no accumulators to allocate
+        for o in range(out.size):
+            s, c = _add_row(base, o * n_in, n_in, square, comp, zero, zero)
+            _finish(out, o, s, c, square)
+        return
     s = np.full(out.size, zero)
     c = np.full(out.size, zero)
     idx = np.zeros(m, np.int64)
-    rows = red[m - 1] != 0
     n_rows = 1 if rows or m < 2 else sizes[m - 2]  # the reduced run just outside the columns
     unit = n_in * n_rows
     last = m - 2 if rows else m - 3  # the odometer's fastest dim
@@ -829,20 +834,24 @@ def _small_nd(base, geo, square, comp, out):
         if u:
             o = next_outer(idx, sizes, ost, last, o)
         a = u * unit
-        if not rows:
+        if rows:
+            s[o], c[o] = _add_row(base, a, n_in, square, comp, s[o], c[o])
+        else:
             _add_rows(base, a, 0, n_rows, rsz, rst, 1, n_in, s[o:o + n_in], c[o:o + n_in],
                       square)
-        elif not comp:
-            s[o] += _row_sum(base, a, n_in, square)
-        else:
-            so = s[o]
-            co = c[o]
-            for b in range(0, n_in, BLOCK):
-                so, co = _fold(so, co, _row_sum(base, a + b, min(BLOCK, n_in - b), square))
-            s[o] = so
-            c[o] = co
     for o in range(out.size):
         _finish(out, o, s[o], c[o], square)
+
+
+@njit(cache=True, nogil=True, fastmath=_ROWS_MATH, inline="always")
+def _add_row(base, a, n, square, comp, s, c):
+    """``(s, c)`` plus the sum (of squares) of the ``n`` contiguous elements from ``base[a]``:
+    one plain sum, or (float64, ``comp``) BLOCK-element sums folded in by Neumaier."""
+    if not comp:
+        return s + _row_sum(base, a, n, square), c
+    for b in range(0, n, BLOCK):
+        s, c = _fold(s, c, _row_sum(base, a + b, min(BLOCK, n - b), square))
+    return s, c
 
 
 @njit(cache=True, nogil=True)
