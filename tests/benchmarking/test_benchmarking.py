@@ -19,6 +19,7 @@ from onnx_reduce.benchmarking import (
     measure_read_roofline,
     memory_markdown,
     run_suite,
+    suite,
 )
 from onnx_reduce.benchmarking.cases import Case, make_input, shape_for, size_bytes
 from onnx_reduce.benchmarking.results import format_seconds, geomean
@@ -110,10 +111,32 @@ def test_time_interleaved_honours_repeats_caps_and_the_time_budget():
     numbers = dict.fromkeys(calls, 1)
     stats = time_interleaved(calls, 4, caps={"c": 2}, numbers=numbers)
     assert (stats["a"].samples, stats["b"].samples, stats["c"].samples) == (4, 4, 2)
-    assert order[:3] == ["a", "b", "c"]
-    assert order[3:6] == ["b", "c", "a"]
+    assert sorted(order[:3]) == ["a", "b", "c"]  # each round times every runner once
+    assert sorted(order[3:6]) == ["a", "b", "c"]
     stats = time_interleaved(calls, 50, max_seconds=0.0, numbers=numbers)
     assert {s.samples for s in stats.values()} == {3}
+
+
+def test_time_interleaved_shuffles_the_order_of_each_round_reproducibly():
+    """No runner always follows the same one (a call after a single-threaded runner starts
+    on an idle core): over many rounds every runner follows every other; the same seed gives
+    the same order."""
+    order: list[str] = []
+    calls = {name: (lambda n=name: order.append(n)) for name in ("a", "b", "c")}
+    numbers = dict.fromkeys(calls, 1)
+    time_interleaved(calls, 60, numbers=numbers)
+    rounds = [order[i:i + 3] for i in range(0, len(order), 3)]
+    assert all(sorted(r) == ["a", "b", "c"] for r in rounds)
+    assert len({tuple(r) for r in rounds}) > 3  # not one rotation of a fixed order
+    followers = {(order[i], order[i + 1]) for i in range(len(order) - 1)}
+    assert {(p, q) for p in "abc" for q in "abc" if p != q} <= followers
+    first = list(order)
+    order.clear()
+    time_interleaved(calls, 60, numbers=numbers)
+    assert order == first
+    order.clear()
+    time_interleaved(calls, 60, numbers=numbers, seed=1)
+    assert order != first
 
 
 def test_format_and_geomean():
@@ -162,7 +185,24 @@ def test_suite_times_verifies_and_marks_missing_runners(tiny_results):
                 row["times"]["onnxruntime"] / row["times"]["onnx-reduce"])
         has_fraction = (row["dtype"] == "float32" and row["size"] != "latency"
                         and row["op"] != "ReduceLogSumExp")
-        assert (row["roofline_fraction"] is not None) == has_fraction
+        assert (row["roofline_fraction_best_pass"] is not None) == has_fraction
+        assert row["roofline_fraction"] is None  # side by side: 16 MiB cells and up only
+        assert "read roofline" not in row["times"]
+
+
+def test_large_float32_cells_time_the_roofline_kernel_side_by_side(monkeypatch):
+    monkeypatch.setattr(suite, "ROOFLINE_CELL_BYTES", 2**14)
+    cfg = BenchConfig(ops=["sum", "lse"], layouts=["inner"], dtypes=["float32", "float64"],
+                      sizes=["16KiB"], repeats=3, runners=["onnx-reduce", "numpy"],
+                      roofline_bytes=2**20, min_sample_seconds=2e-4, max_cell_seconds=1.0)
+    rows = {(r["op"], r["dtype"]): r for r in run_suite(cfg).rows}
+    row = rows["ReduceSum", "float32"]
+    assert row["samples"]["read roofline"] == 3  # timed in the same rounds as the runners
+    assert 0 < row["roofline_fraction"] < 100
+    assert set(row["times"]) == {"onnx-reduce", "numpy"}
+    for key in (("ReduceLogSumExp", "float32"), ("ReduceSum", "float64")):
+        assert rows[key]["roofline_fraction"] is None
+        assert "read roofline" not in rows[key]["samples"]
 
 
 def test_summary_markdown_and_json_round_trip(tiny_results, tmp_path):

@@ -6,13 +6,19 @@ split in chunks over ``threads`` threads; it shares no code with onnx-reduce's k
 numba is missing, single-threaded ``np.add.reduce`` stands in. The best of ``repeats`` passes
 is the roofline (an upper bound: shared-machine noise only ever slows a pass down).
 
+:func:`bind_read` gives the same kernel as a call over a benchmark cell's own input, to time
+side by side with the runners (same cache state, same noise).
+
 >>> measure_read_roofline(nbytes=2**20, repeats=2) > 0
 True
+>>> float(bind_read(np.ones((8, 125), np.float32))())
+1000.0
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -38,6 +44,17 @@ def _numba_kernel() -> Any:
 
         _kernel = chunked_sum
     return _kernel
+
+
+def bind_read(x: np.ndarray, threads: int = 2) -> Callable[[], object]:
+    """A call that streams C-contiguous float32 ``x`` once with the roofline kernel (chunked
+    for ``threads`` threads; numba's thread count is the caller's to set)."""
+    if x.dtype != np.float32 or not x.flags.c_contiguous:
+        raise ValueError("the read-roofline kernel reads C-contiguous float32 arrays")
+    kernel = _numba_kernel()
+    flat = x.reshape(-1)
+    nchunks = 16 * max(1, threads)
+    return lambda: kernel(flat, nchunks)
 
 
 def measure_read_roofline(nbytes: int = 256 * 2**20, repeats: int = 10, threads: int = 2) -> float:
