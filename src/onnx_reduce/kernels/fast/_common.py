@@ -376,12 +376,13 @@ def canonical(data: np.ndarray, axes: tuple[int, ...]) -> Canonical | None:
     return replace(canon, base=storage_view(canon.base))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def next_outer(idx, sizes, ost, last, o):  # pragma: no cover - compiled
     """Step the odometer ``idx`` over dims ``0..last`` (``last`` fastest, ``last >= 0``) and
     return the output offset ``o`` moved along with it (``ost``: the dims' output strides).
     Dim 0 is never wrapped (the walk ends there). Written without ``break``: a ``while True``
-    loop left by ``break`` made every call cost ~30 ns here, this form ~2 ns."""
+    loop left by ``break`` made every call cost ~30 ns here, this form ~2 ns. Inlined: a call
+    taking the three arrays costs six atomic reference-count updates."""
     d = last
     idx[d] += 1
     o += ost[d]

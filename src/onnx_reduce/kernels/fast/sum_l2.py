@@ -827,8 +827,6 @@ def _small_nd(base, geo, square, comp, out):
     n_rows = 1 if rows or m < 2 else sizes[m - 2]  # the reduced run just outside the columns
     unit = n_in * n_rows
     last = m - 2 if rows else m - 3  # the odometer's fastest dim
-    rsz = np.full(1, n_rows)
-    rst = np.full(1, n_in)
     o = 0
     for u in range(base.size // unit):
         if u:
@@ -837,10 +835,25 @@ def _small_nd(base, geo, square, comp, out):
         if rows:
             s[o], c[o] = _add_row(base, a, n_in, square, comp, s[o], c[o])
         else:
-            _add_rows(base, a, 0, n_rows, rsz, rst, 1, n_in, s[o:o + n_in], c[o:o + n_in],
-                      square)
+            _add_block(base, a, n_rows, n_in, square, comp, s, c, o)
     for o in range(out.size):
         _finish(out, o, s[o], c[o], square)
+
+
+@njit(cache=True, nogil=True, fastmath=_CONTRACT, inline="always")
+def _add_block(base, a, n_rows, width, square, comp, s, c, o):
+    """Add the ``n_rows`` contiguous rows of ``width`` elements from ``base[a]`` into
+    ``s[o:o + width]`` (TwoSum-compensated into ``c`` for float64), row by row. Inlined: a call
+    taking the arrays would cost atomic reference-count updates per block."""
+    uo = np.uint64(o)  # unsigned indices: no wraparound tests, the loops vectorize
+    for r in range(n_rows):
+        row = np.uint64(a + r * width)
+        if comp:
+            for j in range(np.uint64(width)):
+                _two_sum_into(s, c, uo + j, _term(base, row + j, square))
+        else:
+            for j in range(np.uint64(width)):
+                s[uo + j] += _term(base, row + j, square)
 
 
 @njit(cache=True, nogil=True, fastmath=_ROWS_MATH, inline="always")
