@@ -688,7 +688,10 @@ def _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, square):
     traffic, which dominates there)."""
     comp = is_float64(base)
     nr = rsz.size
-    rs = rst[0]  # row offsets: scalars only in the loops (an array there costs two atomics)
+    # row offsets: scalars only in the loops (an array there costs two atomics), so the offset
+    # is spelled out at each use: an inline="always" helper taking rsz/rst measured 2x
+    # slower on a 16-wide middle axis
+    rs = rst[0]
     if step == 1:
         four = width * base.itemsize <= NARROW_BYTES
         h = (r1 - r0) // 4 * 2 if four else (r1 - r0) // 2
