@@ -156,27 +156,32 @@ def _bind(dtype: np.dtype, plan: ReductionPlan, square: bool) -> Bound | None:
     storage = _STORAGE[dtype]
     acc = _ACCUMULATOR[dtype]
     shape = plan.output_shape
+    kernel, most, need = _threaded(inner, size, size // plan.reduced_size, dtype)
+    same = storage == dtype
+
+    def threaded(data: np.ndarray) -> np.ndarray:
+        # everything known in advance: with cold caches each Python step costs ~10-20 us
+        base = (data if same else data.view(storage)).ravel()
+        base.flags.writeable = False  # the general path's compiled variant
+        out = np.empty(shape, storage)
+        _launch(kernel, base, geo, square, out.ravel(), most, need, acc)
+        return out if same else out.view(dtype)
+
     # ravel(), not reshape(-1): a view either way for C-contiguous arrays, ~70 ns less here
-    if storage == dtype:
+    if same:
         def run(data: np.ndarray) -> np.ndarray | None:
+            if size >= PARALLEL_MIN:
+                return threaded(data)
             out = np.empty(shape, dtype)
-            if size < PARALLEL_MIN:
-                if small(data.ravel(), small_geo, out.ravel()):
-                    return None
-            else:
-                base = data.ravel()
-                base.flags.writeable = False  # the general path's compiled variant
-                _run(base, geo, inner, size, square, acc, out.ravel())
+            if small(data.ravel(), small_geo, out.ravel()):
+                return None
             return out
     else:
         def run(data: np.ndarray) -> np.ndarray | None:
+            if size >= PARALLEL_MIN:
+                return threaded(data)
             out = np.empty(shape, storage)
-            if size < PARALLEL_MIN:
-                small(data.view(storage).ravel(), small_geo, out.ravel())
-            else:
-                base = data.view(storage).ravel()
-                base.flags.writeable = False
-                _run(base, geo, inner, size, square, acc, out.ravel())
+            small(data.view(storage).ravel(), small_geo, out.ravel())
             return out.view(dtype)
     return run
 
@@ -260,18 +265,30 @@ def _c_geometry(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[np.ndarr
 def _run(base, geo, inner, size, square, acc, out) -> None:
     """Run the row (``inner``) or column kernel, on all threads from PARALLEL_MIN elements on,
     then redo, scaled, the float64 L2 outputs whose plain sum of squares was unsafe."""
-    comp = base.dtype == _F64
-    n_out = out.size
     if size < PARALLEL_MIN:
         redo = (_rows_serial if inner else _cols_serial)(base, geo, square, out, _EMPTY[acc])
+        if redo:
+            _redo_l2(base, geo, out)
     else:
-        # partial sums (pieces per output, when the threads share outputs) stay under 1/64
-        # of the input; the kernel schedules itself on numba's current thread count
-        most = min(64, size * base.itemsize // (64 * n_out * (16 if comp else 8)))
-        with parallel_section():  # the lock also guards the scratch
-            scratch = _scratch(n_out * most * (2 if comp else 1) if most > 1 else 0, acc)
-            redo = (_rows_parallel if inner else _cols_parallel)(base, geo, square, out,
-                                                                 scratch, most)
+        kernel, most, need = _threaded(inner, size, out.size, base.dtype)
+        _launch(kernel, base, geo, square, out, most, need, acc)
+
+
+def _threaded(inner: bool, size: int, n_out: int, dtype: np.dtype) -> tuple:
+    """(parallel kernel, most pieces per output, scratch elements) for ``size`` elements into
+    ``n_out`` outputs: the partial sums (pieces per output, when the threads share outputs)
+    stay under 1/64 of the input. The kernel picks the pieces for numba's current thread
+    count, up to that many."""
+    comp = dtype == _F64
+    most = min(64, size * dtype.itemsize // (64 * n_out * (16 if comp else 8)))
+    need = n_out * most * (2 if comp else 1) if most > 1 else 0
+    return (_rows_parallel if inner else _cols_parallel), most, need
+
+
+def _launch(kernel, base, geo, square, out, most, need, acc) -> None:
+    """One threaded run (:func:`_threaded`) under the lock, which also guards the scratch."""
+    with parallel_section():
+        redo = kernel(base, geo, square, out, _scratch(need, acc), most)
     if redo:
         _redo_l2(base, geo, out)
 
