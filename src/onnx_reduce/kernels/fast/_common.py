@@ -17,7 +17,7 @@ The API, kept small and stable (also used by :mod:`.log_sum_exp`):
   reduced dims with non-negative element strides, outermost first, no data moved) with the base
   viewed as the storage dtype; None when numba cannot read the array (non-native byte order,
   unaligned, strides not a multiple of the item size, other dtypes).
-* ``parallel_section()``: context manager every caller of a ``parallel=True`` kernel holds; a
+* ``parallel_section()``: the lock every caller of a ``parallel=True`` kernel holds (``with``); a
   process-wide lock (numba's workqueue layer aborts on concurrent launches), re-created in a
   forked child. On import, if
   nobody chose a threading layer yet (no NUMBA_THREADING_LAYER, none launched), numba's

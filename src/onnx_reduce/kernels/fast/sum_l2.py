@@ -1,7 +1,8 @@
 """Compiled ReduceSum and ReduceL2 (numba), for every layout, without copying the input.
 
-Any reduction is first put in canonical form (:func:`._common.canonical`): kept and reduced dims
-with non-negative element strides, outermost first. Two kernels then cover every layout:
+Any reduction is first put in canonical form (:func:`._common.canonical`; for a C-contiguous
+input, :func:`_c_geometry`): kept and reduced dims with non-negative element strides, outermost
+first. Two kernels then cover every layout:
 
 * rows (the innermost dim is reduced: inner, all, non-adjacent axes): each output sums whole
   rows, contiguous rows vectorized; when each output has several rows, neighbouring outputs
@@ -13,7 +14,9 @@ with non-negative element strides, outermost first. Two kernels then cover every
   rows from the two halves of the range side by side (two streams, each read in order).
 
 Small C-contiguous inputs (below ``PARALLEL_MIN`` elements), whatever the axes, take a one-call
-path (:func:`_small_nd`) that skips the canonical form; large ones run on all threads.
+path (:func:`_small_nd`) that skips the canonical form; large ones run on all threads, each run
+one compiled call that schedules itself on numba's current thread count (:func:`_rows_parallel`).
+:func:`bind_sum`/:func:`bind_l2` work the layout out once per dtype and shape, for both.
 
 float16/bfloat16/float32 accumulate in float64 and round once (float16/bfloat16 via a
 round-to-odd float32). float64 sums 512-element blocks (vectorized) and folds the block sums
