@@ -69,6 +69,31 @@ def test_axes_as_graph_input():
     np.testing.assert_allclose(y, [math.sqrt(14), math.sqrt(77)], rtol=1e-7)
 
 
+def test_repeated_runs_reuse_prepared_calls_keyed_by_dtype_shape_and_axes():
+    """A model run again takes the call prepared for that node, dtype, shape and axes values:
+    other axes, shapes, dtypes or layouts get their own (never a stale plan), invalid axes raise
+    on every run, and non-contiguous inputs still give the right answer."""
+    rep = backend.prepare(_reduce_model("ReduceSum", 13, axes=[0], keepdims=1))
+    big = np.arange(12 * 5, dtype=np.float32).reshape(12, 5)
+    for _ in range(2):
+        for data in (X, big, big.T, big[::-2], X.astype(np.float32) * 2):
+            for axes in ([0], [1], [-1], [0, 1]):
+                got = rep.run([data, np.array(axes, dtype=np.int64)])[0]
+                want = np.sum(data.astype(np.float64), axis=tuple(axes), keepdims=True)
+                np.testing.assert_array_equal(got, want.astype(np.float32))
+    assert 0 < len(rep._prepared) <= 5 * 4  # one per (dtype, shape, axes); views share it
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"ReduceSum-13: axis 2 is out of range"):
+            rep.run([X, np.array([2], dtype=np.int64)])
+    rep16 = backend.prepare(_reduce_model("ReduceSum", 13, axes=[1], elem=TensorProto.FLOAT16,
+                                          keepdims=0))
+    h = X.astype(np.float16)
+    for _ in range(2):
+        got = rep16.run([h, np.array([1], dtype=np.int64)])[0]
+        assert got.dtype == np.float16
+        np.testing.assert_array_equal(got, np.array([6.0, 15.0], dtype=np.float16))
+
+
 def test_run_rejects_bad_inputs():
     rep = backend.prepare(_reduce_model("ReduceSum", 13))
     with pytest.raises(ValueError, match="takes 1 inputs"):

@@ -15,7 +15,7 @@ array(5.e+30, dtype=float32)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,8 +24,12 @@ from onnx import numpy_helper
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType
 
 from .pipeline import execute
+from .pipeline import prepare as prepare_call
 from .reference_plugin import reference_ops
 from .spec import OPS, OpVersion, resolve
+
+#: Prepared node calls kept per model (cleared when full).
+_MAX_PREPARED = 1024
 
 
 class OnnxReduceRep(BackendRep):
@@ -39,6 +43,7 @@ class OnnxReduceRep(BackendRep):
         self.output_names = [o.name for o in graph.output]
         opset = _default_opset(model)
         self._steps = _direct_steps(graph, opset)
+        self._prepared: dict[tuple, Callable[[np.ndarray], np.ndarray]] = {}
         if self._steps is not None:
             self._constants = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
             self._evaluator = None
@@ -52,12 +57,31 @@ class OnnxReduceRep(BackendRep):
         if self._evaluator is not None:
             return tuple(self._evaluator.run(None, feeds))
         values = {**self._constants, **feeds}
-        for ver, node, attributes in self._steps:
+        for step, (ver, node, attributes) in enumerate(self._steps):
             names = list(node.input)
             data = values[names[0]]
             axes = values[names[1]] if len(names) > 1 and names[1] else None
-            values[node.output[0]] = execute(ver, data, attributes, axes)
+            values[node.output[0]] = self._run_node(step, ver, attributes, data, axes)
         return tuple(values[name] for name in self.output_names)
+
+    def _run_node(
+        self, step: int, ver: OpVersion, attributes: Mapping[str, Any], data: Any,
+        axes: np.ndarray | None,
+    ) -> np.ndarray:
+        """One node, through a call prepared once per (dtype, shape, axes values)
+        (:func:`onnx_reduce.pipeline.prepare`, as the numpy-style functions keep theirs): a
+        repeated run skips validation and planning and takes the kernel bound to the case."""
+        if not isinstance(data, np.ndarray):
+            return execute(ver, data, attributes, axes)  # raises, naming the op and version
+        key = (step, data.dtype, data.shape,
+               None if axes is None else (axes.dtype, axes.shape, axes.tobytes()))
+        run = self._prepared.get(key)
+        if run is None:
+            run = prepare_call(ver, data.dtype, data.shape, attributes, axes)
+            if len(self._prepared) >= _MAX_PREPARED:
+                self._prepared.clear()
+            self._prepared[key] = run
+        return run(data)
 
     def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:
         if isinstance(inputs, Mapping):
