@@ -157,8 +157,8 @@ def _run_cell(
         if not agrees:
             status[runner] = "mismatch"
     outputs.clear()
-    side_by_side = (roofline is not None and "onnx-reduce" in calls and case.dtype == "float32"
-                    and case.op in ("ReduceSum", "ReduceL2")
+    sum_l2_f32 = case.dtype == "float32" and case.op in ("ReduceSum", "ReduceL2")
+    side_by_side = (roofline is not None and "onnx-reduce" in calls and sum_l2_f32
                     and case.nbytes >= ROOFLINE_CELL_BYTES)
     if side_by_side:
         calls[ROOFLINE_CALL] = _roofline.bind_read(x, config.threads)
@@ -180,8 +180,7 @@ def _run_cell(
     fraction = best_pass = None
     if side_by_side and ours and ROOFLINE_CALL in timings:
         fraction = timings[ROOFLINE_CALL].median / ours
-    if (gbps is not None and roofline and case.dtype == "float32" and case.size != "latency"
-            and case.op in ("ReduceSum", "ReduceL2")):
+    if gbps is not None and roofline and sum_l2_f32 and case.size != "latency":
         best_pass = gbps / roofline
     return {
         "op": case.op,
