@@ -37,6 +37,8 @@ from typing import Any
 
 from .cases import LAYOUT_HELP, size_bytes
 
+#: The two roofline shares of a row: side by side, then against the best pass.
+_ROOFLINE_KEYS = ("roofline_fraction", "roofline_fraction_best_pass")
 _SHORT_OP = {"ReduceSum": "Sum", "ReduceL2": "L2", "ReduceLogSumExp": "LSE"}
 _SHORT_DTYPE = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}
 
@@ -113,7 +115,7 @@ class BenchResults:
                 ]
                 per_size[size] = geomean(ratios)
             out[f"geomean_speedup_vs_{runner}"] = per_size
-        for key in ("roofline_fraction", "roofline_fraction_best_pass"):
+        for key in _ROOFLINE_KEYS:
             out[f"{key}_median"] = {
                 size: _median([
                     r[key] for r in self.rows if r["size"] == size and r.get(key) is not None
@@ -210,9 +212,7 @@ class BenchResults:
             for runner in self.runners[1:]:
                 value = summary[f"geomean_speedup_vs_{runner}"][size]
                 cells.append("n/a" if value is None else f"{value:.2f}×")
-            fractions = [summary[f"{key}_median"][size]
-                         for key in ("roofline_fraction", "roofline_fraction_best_pass")]
-            cells.append(" / ".join("—" if f is None else f"{f:.0%}" for f in fractions))
+            cells.append(_shares([summary[f"{key}_median"][size] for key in _ROOFLINE_KEYS]))
             out.append("| " + " | ".join(cells) + " |")
         return "\n".join(out)
 
@@ -240,10 +240,9 @@ class BenchResults:
                     text += f" [{note(f'{runner}: {status}')}]"
                 cells.append(text)
             cells.append("—" if r["ort_ratio"] is None else f"{r['ort_ratio']:.2f}×")
-            fractions = [r.get(key) for key in ("roofline_fraction", "roofline_fraction_best_pass")]
+            fractions = [r.get(key) for key in _ROOFLINE_KEYS]
             if any(f is not None for f in fractions):
-                shares = " / ".join("—" if f is None else f"{f:.0%}" for f in fractions)
-                cells.append(f"{r['gbps']:.1f} ({shares})")
+                cells.append(f"{r['gbps']:.1f} ({_shares(fractions)})")
             elif r["gbps"] is not None and r["size"] != "latency":
                 cells.append(f"{r['gbps']:.1f}")
             else:
@@ -294,6 +293,11 @@ class BenchResults:
         fig.tight_layout()
         fig.savefig(path, dpi=110)
         plt.close(fig)
+
+
+def _shares(fractions: list[float | None]) -> str:
+    """``[0.8, None]`` -> ``"80% / —"``."""
+    return " / ".join("—" if f is None else f"{f:.0%}" for f in fractions)
 
 
 def _label(row: dict[str, Any]) -> str:

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+#: Chunks per thread of one pass (handed out dynamically).
+CHUNKS_PER_THREAD = 16
 _kernel: Any = None
 LAST_METHOD = "not measured"
 
@@ -53,7 +55,7 @@ def bind_read(x: np.ndarray, threads: int = 2) -> Callable[[], object]:
         raise ValueError("the read-roofline kernel reads C-contiguous float32 arrays")
     kernel = _numba_kernel()
     flat = x.reshape(-1)
-    nchunks = 16 * max(1, threads)
+    nchunks = CHUNKS_PER_THREAD * max(1, threads)
     return lambda: kernel(flat, nchunks)
 
 
@@ -67,7 +69,7 @@ def measure_read_roofline(nbytes: int = 256 * 2**20, repeats: int = 10, threads:
         kernel = _numba_kernel()
         previous = numba.get_num_threads()
         numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
-        nchunks = 16 * threads
+        nchunks = CHUNKS_PER_THREAD * threads
 
         def one_pass() -> object:
             return kernel(x, nchunks)
