@@ -327,8 +327,8 @@ def test_long_run_blocks_of_adjacent_rows(op: str, dtype: np.dtype) -> None:
 @pytest.mark.parametrize("dtype", STREAM_DTYPES, ids=[d.name for d in STREAM_DTYPES])
 def test_streaming_column_kernel(op: str, dtype: np.dtype) -> None:
     """The column kernel's rows: narrow slices (at most NARROW_BYTES) four at a time, two from
-    each half of a range (0 to 3 rows left over), wider ones two at a time, one from each half
-    (0 or 1 left over); slices wider than COLUMNS (and COLUMNS_COMPENSATED, float64's), ranges
+    each half of a range (0 to 3 rows left over), wider ones three at a time, one from each
+    third (0 to 2 left over); slices wider than COLUMNS (and COLUMNS_COMPENSATED, float64's), ranges
     cut in pieces, and middle axes, narrow and wide."""
     narrow = sum_l2.NARROW_BYTES // dtype.itemsize
 
@@ -339,8 +339,10 @@ def test_streaming_column_kernel(op: str, dtype: np.dtype) -> None:
         (tall(narrow, 0, 50), [0]),  # the widest four-row slice
         (tall(narrow - 3, 1, 51), [0]),
         (tall(narrow - 3, 3, 59), [0]),
-        (tall(narrow + 1, 0, 52), [0]),  # the narrowest two-row slice
+        (tall(narrow + 1, 0, 52), [0]),  # the narrowest three-row slice
         (tall(narrow + 1, 1, 57), [0]),
+        (tall(narrow + 1, 2, 60), [0]),
+        (make((3 * 1024 + 2, 333), dtype, 61), [0]),
         (make((17, sum_l2.COLUMNS + 5), dtype, 53), [0]),
         (make((33, sum_l2.COLUMNS_COMPENSATED + 3), dtype, 58), [0]),  # float64's narrower blocks
         (make((1999, 300), dtype, 54), [0]),  # pieces of odd lengths

@@ -139,7 +139,7 @@ def canonical_layout(data: np.ndarray, axes: tuple[int, ...]) -> Canonical | Non
     reduced = list(layout.reduced)
     if view.flags.c_contiguous or view.flags.f_contiguous:
         base = view.ravel(order="K")
-        base.flags.writeable = False
+        base.setflags(write=False)
     else:
         span = 1 + sum((n - 1) * s for n, s in zip(sizes, strides, strict=True))
         base = np.lib.stride_tricks.as_strided(view, shape=(span,), strides=(item,),
