@@ -282,8 +282,8 @@ STREAM_DTYPES = [np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16
 @pytest.mark.parametrize("op", ["sum", "l2"])
 @pytest.mark.parametrize("dtype", STREAM_DTYPES, ids=[d.name for d in STREAM_DTYPES])
 def test_streaming_row_kernels(op: str, dtype: np.dtype) -> None:
-    """The row kernel's streaming loops: rows summed in pairs (o and o + half of a range, odd
-    ranges leave one), of lengths that do and do not fill whole vectors, and runs of
+    """The row kernel's streaming loops: rows summed three at a time (o, o + t and o + 2t of a
+    range of 3t to 3t + 2 rows), of lengths that do and do not fill whole vectors, and runs of
     TWO_STREAMS_MIN elements or more summed as two halves (odd lengths leave one element),
     threaded and serial (strided views)."""
     chunk = 256
@@ -294,6 +294,7 @@ def test_streaming_row_kernels(op: str, dtype: np.dtype) -> None:
         (make((9, 2 * long + 1), dtype, 42), [1]),  # long rows, threads
         (make((8, 2 * chunk + 1), dtype, 43)[::2], [1]),  # serial: 4 rows, one range
         (make((9, chunk + 5), dtype, 44)[::2], [1]),  # serial: 5 rows
+        (make((6, chunk + 2), dtype, 50)[::2], [1]),  # serial: 3 rows
         (make((5 * 16384 + 7,), dtype, 45), None),  # pieces of over TWO_STREAMS_MIN
         (make((3, 2 * long + 3), dtype, 46)[::2], None),  # serial: two long runs
         (make((3, long - 1), dtype, 47)[::2], None),  # serial: just below
@@ -307,14 +308,15 @@ def test_streaming_row_kernels(op: str, dtype: np.dtype) -> None:
 @pytest.mark.parametrize("dtype", STREAM_DTYPES, ids=[d.name for d in STREAM_DTYPES])
 def test_long_run_blocks_of_adjacent_rows(op: str, dtype: np.dtype) -> None:
     """Non-adjacent reduced axes whose rows sit next to the neighbouring outputs' rows, with
-    reductions long enough to cut in pieces: one work item takes all (here 7) outputs, paired
-    k with k + 3 (one left over), and the threads share the pieces."""
-    x = make((130, 7, 520), dtype, 48)
-    canon = _common.canonical(x, (0, 2))
-    geo = sum_l2._geometry(canon.kept_sizes, canon.kept_strides, canon.red_sizes,
-                           canon.red_strides)
-    assert sum_l2._row_block(geo, 7, 130 * 520, dtype.itemsize, 2) == 7  # not 1: the new rule
-    assert_close(run(op, x, [0, 2]), expected(x, (0, 2), op))
+    reductions long enough to cut in pieces: one work item takes all (here 7, 8, 9) outputs,
+    k with k + m/3 and k + 2m/3 (1, 2, 0 left over), and the threads share the pieces."""
+    for m in (7, 8, 9):
+        x = make((130, m, 520), dtype, 48 + m)
+        canon = _common.canonical(x, (0, 2))
+        geo = sum_l2._geometry(canon.kept_sizes, canon.kept_strides, canon.red_sizes,
+                               canon.red_strides)
+        assert sum_l2._row_block(geo, m, 130 * 520, dtype.itemsize, 2) == m  # not 1
+        assert_close(run(op, x, [0, 2]), expected(x, (0, 2), op))
     y = make((130, 7, 520), dtype, 49)[:, :, :519]  # rows not adjacent: the 64 KiB rule
     canon = _common.canonical(y, (0, 2))
     geo = sum_l2._geometry(canon.kept_sizes, canon.kept_strides, canon.red_sizes,
