@@ -284,10 +284,10 @@ STREAM_DTYPES = [np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16
 def test_streaming_row_kernels(op: str, dtype: np.dtype) -> None:
     """The row kernel's streaming loops: rows summed three at a time (o, o + t and o + 2t of a
     range of 3t to 3t + 2 rows), of lengths that do and do not fill whole vectors, and runs of
-    TWO_STREAMS_MIN elements or more summed as two halves (odd lengths leave one element),
+    STREAMED_RUN_MIN elements or more summed as three thirds (0 to 2 elements left over),
     threaded and serial (strided views)."""
     chunk = 256
-    long = sum_l2.TWO_STREAMS_MIN
+    long = sum_l2.STREAMED_RUN_MIN
     cases = [
         (make((129, 2 * chunk + 3), dtype, 40), [1]),  # threads: ranges of 4 and 5 rows
         (make((1031, chunk - 1), dtype, 41), [1]),
@@ -295,8 +295,9 @@ def test_streaming_row_kernels(op: str, dtype: np.dtype) -> None:
         (make((8, 2 * chunk + 1), dtype, 43)[::2], [1]),  # serial: 4 rows, one range
         (make((9, chunk + 5), dtype, 44)[::2], [1]),  # serial: 5 rows
         (make((6, chunk + 2), dtype, 50)[::2], [1]),  # serial: 3 rows
-        (make((5 * 16384 + 7,), dtype, 45), None),  # pieces of over TWO_STREAMS_MIN
+        (make((5 * 16384 + 7,), dtype, 45), None),  # pieces of over STREAMED_RUN_MIN
         (make((3, 2 * long + 3), dtype, 46)[::2], None),  # serial: two long runs
+        (make((3, 3 * long), dtype, 51)[::2], None),  # serial: thirds, none left over
         (make((3, long - 1), dtype, 47)[::2], None),  # serial: just below
     ]
     for x, axes in cases:

@@ -5,10 +5,10 @@ input, :func:`_c_geometry`): kept and reduced dims with non-negative element str
 first. Two kernels then cover every layout:
 
 * rows (the innermost dim is reduced: inner, all, non-adjacent axes): each output sums whole
-  rows, contiguous rows vectorized, three outputs a third of the range apart side by side
-  (three streams); when each output has several rows, neighbouring outputs take the same row
-  index together (their rows are usually neighbours in memory); when there
-  are few outputs, each output's reduced range is cut in pieces that threads share, and the
+  rows, contiguous rows vectorized, three outputs a third of the range apart (or the thirds of
+  a long run) side by side: three streams; when each output has several rows, neighbouring
+  outputs take the same row index together (their rows are usually neighbours in memory); when
+  there are few outputs, each output's reduced range is cut in pieces that threads share, and the
   pieces are combined in a fixed order;
 * columns (the innermost dim is kept: outer, middle): a block of up to ``COLUMNS`` adjacent
   outputs adds the matching slice of every reduced row into accumulators that stay in cache,
@@ -89,9 +89,9 @@ ROW_BLOCK_BYTES = 1 << 16
 #: ...and when neighbouring outputs' rows are adjacent in memory (see :func:`_row_block`).
 ROW_RUN_BYTES = 1 << 18
 
-#: Contiguous runs from this many elements on are summed as two halves side by side (two
+#: Contiguous runs from this many elements on are summed as three thirds side by side (three
 #: streams from memory go faster than one; shorter runs are mostly in cache already).
-TWO_STREAMS_MIN = 1 << 13
+STREAMED_RUN_MIN = 1 << 13
 
 #: Column-kernel slices of at most this many bytes add four rows at a time (two neighbours from
 #: each half), wider ones three (one from each third; see :func:`_add_rows`).
@@ -459,41 +459,22 @@ def _fold(s, c, x):
 
 
 @njit(cache=True, nogil=True, fastmath=_ROWS_MATH, inline="always")
-def _row_sums2(base, a, b, n, square):
-    """The sums (of squares) of ``n`` contiguous elements from ``base[a]`` and from
-    ``base[b]``, widened, each from 0, in one loop.
+def _row_sums3(base, a, b, c, n, square):
+    """The sums (of squares) of ``n`` contiguous elements from ``base[a]``, ``base[b]`` and
+    ``base[c]``, widened, each from 0, in one loop: the row kernel's streams.
+
+    Three streams far apart keep more reads in flight than one: the rows of three outputs a
+    third of their range apart, or the thirds of one long run. Against two (halves), float32
+    64 MiB, in the benchmark suite (its other runners between the calls): ReduceL2 inner
+    84-89% of the side-by-side read roofline against 75-83%, two non-adjacent axes 84-90%
+    against 76-82% (four streams: 88-94%), all axes ReduceSum 91-95% against 81-90%; read from
+    main memory 4-7% slower (four streams: 11%).
 
     Inlined, with unsigned indices and no slices: a signed index is tested for wraparound (the
     loop then does not vectorize), a slice increments the array's reference count (an atomic
-    that threads reading one array fight over) and a call costs as much as a short row. Two
-    streams far apart keep more reads in flight than one. (Adding a chunk at a time and
-    prefetching the next measured no faster from memory, and 1.5-3x slower for rows of 64-256
-    elements in cache.)"""
-    ua = np.uint64(a)
-    ub = np.uint64(b)
-    sa = _zero(widen(base[0]))
-    sb = sa
-    if square:
-        for i in range(np.uint64(n)):
-            va = widen(base[ua + i])
-            vb = widen(base[ub + i])
-            sa += va * va
-            sb += vb * vb
-    else:
-        for i in range(np.uint64(n)):
-            sa += widen(base[ua + i])
-            sb += widen(base[ub + i])
-    return sa, sb
-
-
-@njit(cache=True, nogil=True, fastmath=_ROWS_MATH, inline="always")
-def _row_sums3(base, a, b, c, n, square):
-    """:func:`_row_sums2` for three runs, from ``base[a]``, ``base[b]`` and ``base[c]``: the
-    row kernel's neighbouring outputs take three rows from the three thirds of their range
-    side by side. Against two (halves), float32 64 MiB, in the benchmark suite (its other
-    runners between the calls): ReduceL2 inner 84-89% of the side-by-side read roofline
-    against 75-83%, two non-adjacent axes 84-90% against 76-82% (four streams: 88-94%);
-    read from main memory 4-7% slower (four streams: 11%)."""
+    that threads reading one array fight over) and a call costs as much as a short row.
+    (Adding a chunk at a time and prefetching the next measured no faster from memory, and
+    1.5-3x slower for rows of 64-256 elements in cache.)"""
     ua = np.uint64(a)
     ub = np.uint64(b)
     uc = np.uint64(c)
@@ -519,7 +500,7 @@ def _row_sums3(base, a, b, c, n, square):
 @njit(cache=True, nogil=True, fastmath=_ROWS_MATH, inline="always")
 def _row_sum(base, a, n, square):
     """Sum (of squares) of the ``n`` contiguous elements from ``base[a]``, widened, from 0
-    (inlined, unsigned indices, no slice: see :func:`_row_sums2`). One plain loop: the best
+    (inlined, unsigned indices, no slice: see :func:`_row_sums3`). One plain loop: the best
     for rows in cache."""
     ua = np.uint64(a)
     acc = _zero(widen(base[0]))
@@ -535,13 +516,13 @@ def _row_sum(base, a, n, square):
 
 @njit(cache=True, nogil=True, fastmath=_ROWS_MATH, inline="always")
 def _long_row_sum(base, a, n, square):
-    """:func:`_row_sum` for rows streamed from memory: a run of TWO_STREAMS_MIN elements or
-    more is summed as two halves side by side (:func:`_row_sums2`)."""
-    if n < TWO_STREAMS_MIN:
+    """:func:`_row_sum` for rows streamed from memory: a run of STREAMED_RUN_MIN elements or
+    more is summed as three thirds side by side (:func:`_row_sums3`)."""
+    if n < STREAMED_RUN_MIN:
         return _row_sum(base, a, n, square)
-    h = n // 2
-    sa, sb = _row_sums2(base, a, a + h, h, square)
-    return (sa + sb) + _row_sum(base, a + 2 * h, n - 2 * h, square)
+    t = n // 3
+    sa, sb, sc = _row_sums3(base, a, a + t, a + 2 * t, t, square)
+    return ((sa + sb) + sc) + _row_sum(base, a + 3 * t, n - 3 * t, square)
 
 
 @njit(cache=True, nogil=True, fastmath=_ROWS_MATH)
