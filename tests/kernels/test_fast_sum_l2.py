@@ -329,11 +329,13 @@ def test_long_run_blocks_of_adjacent_rows(op: str, dtype: np.dtype) -> None:
 @pytest.mark.parametrize("op", ["sum", "l2"])
 @pytest.mark.parametrize("dtype", STREAM_DTYPES, ids=[d.name for d in STREAM_DTYPES])
 def test_streaming_column_kernel(op: str, dtype: np.dtype) -> None:
-    """The column kernel's rows: narrow slices (at most NARROW_BYTES) four at a time, two from
-    each half of a range (0 to 3 rows left over), wider ones three at a time, one from each
-    third (0 to 2 left over); slices wider than COLUMNS (and COLUMNS_COMPENSATED, float64's), ranges
-    cut in pieces, and middle axes, narrow and wide."""
+    """The column kernel's rows: narrow slices (at most NARROW_BYTES) and wide ones (WIDE_BYTES
+    or more) four at a time, two from each half of a range (0 to 3 rows left over), those in
+    between three at a time, one from each third (0 to 2 left over); slices wider than COLUMNS
+    (and COLUMNS_COMPENSATED, float64's), ranges cut in pieces, and middle axes, narrow and
+    wide."""
     narrow = sum_l2.NARROW_BYTES // dtype.itemsize
+    wide = sum_l2.WIDE_BYTES // dtype.itemsize
 
     def tall(width: int, extra: int, seed: int) -> np.ndarray:
         return make((-(-sum_l2.PARALLEL_MIN // width) + extra, width), dtype, seed)
@@ -346,6 +348,8 @@ def test_streaming_column_kernel(op: str, dtype: np.dtype) -> None:
         (tall(narrow + 1, 1, 57), [0]),
         (tall(narrow + 1, 2, 60), [0]),
         (make((3 * 1024 + 2, 333), dtype, 61), [0]),
+        (tall(wide - 1, 2, 62), [0]),  # the widest three-row slice
+        (tall(wide, 3, 63), [0]),  # the narrowest wide four-row slice
         (make((17, sum_l2.COLUMNS + 5), dtype, 53), [0]),
         (make((33, sum_l2.COLUMNS_COMPENSATED + 3), dtype, 58), [0]),  # float64's narrower blocks
         (make((1999, 300), dtype, 54), [0]),  # pieces of odd lengths

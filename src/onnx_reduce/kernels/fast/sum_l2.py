@@ -93,9 +93,11 @@ ROW_RUN_BYTES = 1 << 18
 #: streams from memory go faster than one; shorter runs are mostly in cache already).
 STREAMED_RUN_MIN = 1 << 13
 
-#: Column-kernel slices of at most this many bytes add four rows at a time (two neighbours from
-#: each half), wider ones three (one from each third; see :func:`_add_rows`).
+#: Column-kernel slices of at most NARROW_BYTES, or of WIDE_BYTES and more, add four rows at a
+#: time (two neighbours from each half); those in between three (one from each third; see
+#: :func:`_add_rows`).
 NARROW_BYTES = 256
+WIDE_BYTES = 4096
 
 _F64 = np.dtype(np.float64)
 #: The dtypes served, and the dtype each accumulates in.
@@ -721,7 +723,11 @@ def _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, square):
     outer), interleaved with onnxruntime 3-8% faster; read from main memory the middle axis
     ran the same and the outer one ~7% slower (four streams: ~8% slower for both). Slices of
     at most NARROW_BYTES take two neighbouring rows from each half (16- and 64-wide float32
-    middle axes ~6% faster than two rows at a time: accumulator traffic dominates there)."""
+    middle axes ~6% faster than two rows at a time: accumulator traffic dominates there), and
+    so do slices of WIDE_BYTES or more, whose neighbouring rows are pages apart (4096-wide
+    float32 outer axis, 8 runs of the benchmark suite each: ReduceSum 80-91% of the side-by-side
+    read roofline against 78-87% with thirds, ReduceL2 78-85% against 76-83%; the same in one
+    process, in cache and from memory)."""
     comp = is_float64(base)
     nr = rsz.size
     # row offsets: scalars only in the loops (an array there costs two atomics), so the offset
@@ -729,9 +735,9 @@ def _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, square):
     # slower on a 16-wide middle axis
     rs = rst[0]
     if step == 1:
-        narrow = width * base.itemsize <= NARROW_BYTES
+        nbytes = width * base.itemsize
         uw = np.uint64(width)
-        if narrow:  # rows r, r + 1 of each half
+        if nbytes <= NARROW_BYTES or nbytes >= WIDE_BYTES:  # rows r, r + 1 of each half
             h = (r1 - r0) // 4 * 2
             for r in range(r0, r0 + h, 2):
                 a0 = np.uint64(off + (r * rs if nr == 1 else _offset(r, rsz, rst, nr)))
