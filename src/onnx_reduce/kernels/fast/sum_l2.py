@@ -12,7 +12,8 @@ first. Two kernels then cover every layout:
   pieces are combined in a fixed order;
 * columns (the innermost dim is kept: outer, middle): a block of up to ``COLUMNS`` adjacent
   outputs adds the matching slice of every reduced row into accumulators that stay in cache,
-  rows from the three thirds of the range side by side (three streams, each read in order).
+  several rows per update, each read in order (one from each third of the range, or two
+  neighbouring rows from each half for narrow and wide slices: see :func:`_add_rows`).
 
 Small C-contiguous inputs (below ``PARALLEL_MIN`` elements), whatever the axes, take a one-call
 path (:func:`_small_nd`) that skips the canonical form; large ones run on all threads, each run
@@ -716,18 +717,20 @@ def _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, square):
     cancel ``c``; the loops over ``j`` vectorize without it). Call it with a constant
     ``square`` (a compile-time flag then: a run-time one stays in the inner loops).
 
-    Contiguous slices are taken from the three thirds of the range side by side: three
-    streams, each reading memory in order (what the hardware prefetcher follows best), and a
-    third of the accumulator traffic. Against two streams (halves), float32 64 MiB, timed in
-    one process: with the input in cache (L3) 5-10% faster (256-wide middle axis and 4096-wide
-    outer), interleaved with onnxruntime 3-8% faster; read from main memory the middle axis
-    ran the same and the outer one ~7% slower (four streams: ~8% slower for both). Slices of
-    at most NARROW_BYTES take two neighbouring rows from each half (16- and 64-wide float32
-    middle axes ~6% faster than two rows at a time: accumulator traffic dominates there), and
-    so do slices of WIDE_BYTES or more, whose neighbouring rows are pages apart (4096-wide
-    float32 outer axis, 8 runs of the benchmark suite each: ReduceSum 80-91% of the side-by-side
-    read roofline against 78-87% with thirds, ReduceL2 78-85% against 76-83%; the same in one
-    process, in cache and from memory)."""
+    Contiguous slices add several rows per accumulator update, each row read in order (what
+    the hardware prefetcher follows best):
+
+    * slices of 256 B to 4 KiB (NARROW_BYTES < bytes < WIDE_BYTES): one row from each third of
+      the range, three streams and a third of the accumulator traffic. Against two streams
+      (halves), float32 64 MiB, timed in one process: with the input in cache (L3) 5-10%
+      faster (256-wide middle axis), interleaved with onnxruntime 3-8% faster, read from main
+      memory the same (four streams: ~8% slower);
+    * slices of at most NARROW_BYTES: two neighbouring rows from each half (16- and 64-wide
+      float32 middle axes ~6% faster than two rows at a time: accumulator traffic dominates);
+    * slices of WIDE_BYTES or more, whose neighbouring rows are pages apart: the same (4096-wide
+      float32 outer axis, 8 runs of the benchmark suite each: ReduceSum 80-91% of the
+      side-by-side read roofline against 78-87% with thirds, ReduceL2 78-85% against 76-83%;
+      the same in one process, in cache and from memory)."""
     comp = is_float64(base)
     nr = rsz.size
     # row offsets: scalars only in the loops (an array there costs two atomics), so the offset
