@@ -282,27 +282,39 @@ STREAM_DTYPES = [np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16
 @pytest.mark.parametrize("op", ["sum", "l2"])
 @pytest.mark.parametrize("dtype", STREAM_DTYPES, ids=[d.name for d in STREAM_DTYPES])
 def test_streaming_row_kernels(op: str, dtype: np.dtype) -> None:
-    """The row kernel's streaming loops: rows summed three at a time (o, o + t and o + 2t of a
-    range of 3t to 3t + 2 rows), of lengths that do and do not fill whole vectors, and runs of
-    STREAMED_RUN_MIN elements or more summed as three thirds (0 to 2 elements left over),
-    threaded and serial (strided views)."""
-    chunk = 256
-    long = sum_l2.STREAMED_RUN_MIN
+    """The row kernel's streamed rows (``_streamed_sum``): whole STREAM_BLOCK_BYTES blocks with
+    and without a shorter rest, rows shorter than a block, rows at the end of the array (no
+    prefetch past it), one long run cut in pieces, threaded and serial (strided views)."""
+    block = sum_l2.STREAM_BLOCK_BYTES // dtype.itemsize
     cases = [
-        (make((129, 2 * chunk + 3), dtype, 40), [1]),  # threads: ranges of 4 and 5 rows
-        (make((1031, chunk - 1), dtype, 41), [1]),
-        (make((9, 2 * long + 1), dtype, 42), [1]),  # long rows, threads
-        (make((8, 2 * chunk + 1), dtype, 43)[::2], [1]),  # serial: 4 rows, one range
-        (make((9, chunk + 5), dtype, 44)[::2], [1]),  # serial: 5 rows
-        (make((6, chunk + 2), dtype, 50)[::2], [1]),  # serial: 3 rows
-        (make((5 * 16384 + 7,), dtype, 45), None),  # pieces of over STREAMED_RUN_MIN
-        (make((3, 2 * long + 3), dtype, 46)[::2], None),  # serial: two long runs
-        (make((3, 3 * long), dtype, 51)[::2], None),  # serial: thirds, none left over
-        (make((3, long - 1), dtype, 47)[::2], None),  # serial: just below
+        (make((129, 2 * block + 3), dtype, 40), [1]),  # threads: two blocks and a rest
+        (make((1031, block - 1), dtype, 41), [1]),  # shorter than a block
+        (make((257, block), dtype, 52), [1]),  # one whole block each
+        (make((9, 40 * block + 1), dtype, 42), [1]),  # long rows, threads
+        (make((8, 2 * block + 1), dtype, 43)[::2], [1]),  # serial
+        (make((6, 3 * block), dtype, 50)[::2], [1]),  # serial: whole blocks only
+        (make((9, 5), dtype, 44)[::2], [1]),  # serial: a few elements per row
+        (make((5 * 16384 + 7,), dtype, 45), None),  # pieces of one long run
+        (make((3, 2 * block + 3), dtype, 46)[::2], None),  # serial: two long runs
+        (make((3, block - 1), dtype, 47)[::2], None),
     ]
     for x, axes in cases:
         want = expected(x, None if axes is None else tuple(axes), op)
         assert_close(run(op, x, axes), want)
+
+
+@pytest.mark.parametrize("op", ["sum", "l2"])
+@pytest.mark.parametrize("dtype", STREAM_DTYPES, ids=[d.name for d in STREAM_DTYPES])
+def test_short_rows_of_adjacent_outputs(op: str, dtype: np.dtype) -> None:
+    """Non-adjacent reduced axes with rows of at most STREAM_BLOCK_BYTES: outputs k, k + m/3
+    and k + 2m/3 side by side (``_row_sums3``; 1, 2 or 0 outputs left over), rows that do
+    and do not fill whole vectors, threaded and serial."""
+    longest = sum_l2.STREAM_BLOCK_BYTES // dtype.itemsize
+    for m, row in ((7, longest), (8, longest - 3), (9, 37)):
+        x = make((257, m, row), dtype, 60 + m)
+        assert_close(run(op, x, [0, 2]), expected(x, (0, 2), op))
+        y = x[::-2]  # serial, canonical path
+        assert_close(run(op, y, [0, 2]), expected(y, (0, 2), op))
 
 
 @pytest.mark.parametrize("op", ["sum", "l2"])

@@ -5,9 +5,10 @@ input, :func:`_c_geometry`): kept and reduced dims with non-negative element str
 first. Two kernels then cover every layout:
 
 * rows (the innermost dim is reduced: inner, all, non-adjacent axes): each output sums whole
-  rows, contiguous rows vectorized, three outputs a third of the range apart (or the thirds of
-  a long run) side by side: three streams; when each output has several rows, neighbouring
-  outputs take the same row index together (their rows are usually neighbours in memory); when
+  rows, contiguous rows vectorized a 1 KiB block at a time with a software prefetch of the
+  memory 4 KiB ahead (:func:`_streamed_sum`); when each output has several rows, neighbouring
+  outputs take the same row index together (their rows are usually neighbours in memory; rows
+  of at most 1 KiB three outputs a third of the block apart, side by side); when
   there are few outputs, each output's reduced range is cut in pieces that threads share, and the
   pieces are combined in a fixed order;
 * columns (the innermost dim is kept: outer, middle): a block of up to ``COLUMNS`` adjacent
@@ -47,8 +48,9 @@ import math
 from typing import TYPE_CHECKING
 
 import numpy as np
+from llvmlite import ir
 from numba import njit, prange, types
-from numba.extending import overload
+from numba.extending import intrinsic, overload
 
 from ...plan import ReductionPlan
 from ._common import (
@@ -58,6 +60,7 @@ from ._common import (
     memory_order_geometry,
     next_outer,
     parallel_section,
+    prefetch,
     storage_dtype,
     store,
     threads_now,
@@ -90,9 +93,11 @@ ROW_BLOCK_BYTES = 1 << 16
 #: ...and when neighbouring outputs' rows are adjacent in memory (see :func:`_row_block`).
 ROW_RUN_BYTES = 1 << 18
 
-#: Contiguous runs from this many elements on are summed as three thirds side by side (three
-#: streams from memory go faster than one; shorter runs are mostly in cache already).
-STREAMED_RUN_MIN = 1 << 13
+#: The row kernel reads contiguous runs a STREAM_BLOCK_BYTES block at a time and, before each
+#: block, hints the cache lines PREFETCH_BYTES further on into L2 (:func:`_streamed_sum`).
+STREAM_BLOCK_BYTES = 1024
+PREFETCH_BYTES = 4096
+_LINE_BYTES = 64
 
 #: Column-kernel slices of at most NARROW_BYTES, or of WIDE_BYTES and more, add four rows at a
 #: time (two neighbours from each half); those in between three (one from each third; see
@@ -462,25 +467,115 @@ def _fold(s, c, x):
 
 
 @njit(cache=True, nogil=True, fastmath=_ROWS_MATH, inline="always")
+def _streamed_sum(base, a, n, square):
+    """:func:`_row_sum` for rows read from memory: a STREAM_BLOCK_BYTES block at a time, and
+    before each block a software prefetch of the cache lines PREFETCH_BYTES ahead (which run
+    on into the next rows where rows are adjacent).
+
+    The hardware prefetcher alone keeps too few reads in flight for a loop that widens every
+    float32 to float64. 64 MiB of float32, side by side with the read-roofline kernel, against
+    the three streams without prefetching used before (three rows a third of the range apart
+    read in one loop): in the benchmark suite (its other runners between the calls) ReduceSum
+    and ReduceL2, inner and all axes, 91-107% against 85-93%; read from main memory 86-99%
+    against 81-87%; from L3 99-103% against 94-98%. Rows of 64 elements from memory ~6%
+    slower, of 16 ~15% faster. 1 KiB blocks 4 KiB ahead measured best in a plain loop (8 KiB
+    the same; 2 KiB blocks, 32 prefetches in a burst, 15% slower from memory).
+
+    The block loop's form matters (variants measured from memory against this one): its
+    length is a compile-time constant, so it is unrolled whole and its vector accumulators
+    stay in registers from block to block (a run-time length costs a loop set-up and a
+    horizontal sum per block: ~10% slower; a partial sum per block, ~8%); and squares are not
+    fused into the adds (:func:`_square_unfused`). Inlined, with unsigned indices and no
+    slices: a signed index is tested for wraparound (the loop then does not vectorize), a
+    slice increments the array's reference count (an atomic that threads reading one array
+    fight over) and a call costs as much as a short row."""
+    block, line, ahead = _stream_steps(base[0])  # an element: the array would cost atomics
+    size = np.uint64(base.size)
+    ua = np.uint64(a)
+    un = np.uint64(n)
+    full = un // block * block
+    acc = _zero(widen(base[0]))
+    for k in range(un // block):
+        b = ua + k * block
+        p = b + ahead
+        if p + block <= size:  # (not past the end of the array)
+            for q in range(block // line):
+                prefetch(base, p + q * line)
+        if square:
+            for j in range(block):
+                acc += _square_unfused(widen(base[b + j]))
+        else:
+            for j in range(block):
+                acc += widen(base[b + j])
+    if ua + un + ahead <= size:  # the rest, shorter than a block (or the whole of a short row)
+        for p in range(ua + full + ahead, ua + un + ahead, line):
+            prefetch(base, p)
+    for j in range(ua + full, ua + un):
+        v = widen(base[j])
+        acc += v * v if square else v
+    return acc
+
+
+@intrinsic
+def _square_unfused(typingctx, v):  # type: ignore[no-untyped-def]
+    """``v * v`` that no later add absorbs into a fused multiply-add: ``fma(v, v, +0.0)``, a
+    call the fast-math flags of the caller do not reach (a plain multiply gets them, and
+    with them is fused into the add that follows).
+
+    For :func:`_streamed_sum`, whose fully unrolled block of squares the compiler otherwise
+    turns into one chain of dependent multiply-adds (reassociated, then contracted: ~1.5x
+    slower in cache), where plain adds keep several chains. The inputs there are float16,
+    bfloat16 or float32, whose squares are exact in float64: either way gives the same sum.
+    (Integers, never squared there, get a plain multiply.)"""
+    if not isinstance(v, (types.Float, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        x = args[0]
+        if isinstance(v, types.Integer):
+            return builder.mul(x, x)
+        fma = builder.module.declare_intrinsic("llvm.fma", [x.type],
+                                               ir.FunctionType(x.type, [x.type] * 3))
+        return builder.call(fma, [x, x, ir.Constant(x.type, 0.0)])
+
+    return v(v), codegen
+
+
+def _stream_steps(element):  # pragma: no cover - replaced by the overload inside njit code
+    raise NotImplementedError
+
+
+@overload(_stream_steps)
+def _stream_steps_impl(element):
+    """(block, cache line, prefetch distance) of :func:`_streamed_sum` in elements of the type
+    of ``element``, as compile-time constants."""
+    size = element.bitwidth // 8
+    steps = (np.uint64(STREAM_BLOCK_BYTES // size), np.uint64(_LINE_BYTES // size),
+             np.uint64(PREFETCH_BYTES // size))
+    return lambda element: steps
+
+
+@njit(cache=True, nogil=True, fastmath=_ROWS_MATH, inline="always")
 def _row_sums3(base, a, b, c, n, square):
     """The sums (of squares) of ``n`` contiguous elements from ``base[a]``, ``base[b]`` and
-    ``base[c]``, widened, each from 0, in one loop: the row kernel's streams.
+    ``base[c]``, widened, each from 0, in one loop, each row's lines PREFETCH_BYTES ahead
+    hinted first: the row kernel's rows of at most STREAM_BLOCK_BYTES when neighbouring
+    outputs take the same row (:func:`_rows_range`), three outputs a third apart.
 
-    Three streams far apart keep more reads in flight than one: the rows of three outputs a
-    third of their range apart, or the thirds of one long run. Against two (halves), float32
-    64 MiB, in the benchmark suite (its other runners between the calls): ReduceL2 inner
-    84-89% of the side-by-side read roofline against 75-83%, two non-adjacent axes 84-90%
-    against 76-82% (four streams: 88-94%), all axes ReduceSum 91-95% against 81-90%; read from
-    main memory 4-7% slower (four streams: 11%).
-
-    Inlined, with unsigned indices and no slices: a signed index is tested for wraparound (the
-    loop then does not vectorize), a slice increments the array's reference count (an atomic
-    that threads reading one array fight over) and a call costs as much as a short row.
-    (Adding a chunk at a time and prefetching the next measured no faster from memory, and
-    1.5-3x slower for rows of 64-256 elements in cache.)"""
+    One :func:`_streamed_sum` per 1 KiB row costs its set-up and a horizontal sum per row:
+    two non-adjacent axes, float32 64 MiB, read from main memory 80-84% of the side-by-side
+    roofline against 83-85% this way. Against the same three streams without prefetching: in
+    the benchmark suite 92-106% against 72-100%, from L3 98-101% against 90-96%, but from
+    main memory 83-85% against 93-97% (the one case measured slower)."""
     ua = np.uint64(a)
     ub = np.uint64(b)
     uc = np.uint64(c)
+    _, line, ahead = _stream_steps(base[0])
+    if max(ua, ub, uc) + ahead + np.uint64(n) <= np.uint64(base.size):
+        for p in range(np.uint64(0), np.uint64(n), line):
+            prefetch(base, ua + ahead + p)
+            prefetch(base, ub + ahead + p)
+            prefetch(base, uc + ahead + p)
     sa = _zero(widen(base[0]))
     sb = sa
     sc = sa
@@ -503,7 +598,7 @@ def _row_sums3(base, a, b, c, n, square):
 @njit(cache=True, nogil=True, fastmath=_ROWS_MATH, inline="always")
 def _row_sum(base, a, n, square):
     """Sum (of squares) of the ``n`` contiguous elements from ``base[a]``, widened, from 0
-    (inlined, unsigned indices, no slice: see :func:`_row_sums3`). One plain loop: the best
+    (inlined, unsigned indices, no slice: see :func:`_streamed_sum`). One plain loop: the best
     for rows in cache."""
     ua = np.uint64(a)
     acc = _zero(widen(base[0]))
@@ -515,17 +610,6 @@ def _row_sum(base, a, n, square):
         for i in range(np.uint64(n)):
             acc += widen(base[ua + i])
     return acc
-
-
-@njit(cache=True, nogil=True, fastmath=_ROWS_MATH, inline="always")
-def _long_row_sum(base, a, n, square):
-    """:func:`_row_sum` for rows streamed from memory: a run of STREAMED_RUN_MIN elements or
-    more is summed as three thirds side by side (:func:`_row_sums3`)."""
-    if n < STREAMED_RUN_MIN:
-        return _row_sum(base, a, n, square)
-    t = n // 3
-    sa, sb, sc = _row_sums3(base, a, a + t, a + 2 * t, t, square)
-    return ((sa + sb) + sc) + _row_sum(base, a + 3 * t, n - 3 * t, square)
 
 
 @njit(cache=True, nogil=True, fastmath=_ROWS_MATH)
@@ -575,8 +659,8 @@ def _rows_range(base, offs, m, rsz, rst, lo, hi, square, comp, s, c):
         row = _offset(t, rsz, rst, nr - 1) + j * s_in
         n = min(n_in - j, hi - pos)
         k0 = 0
-        if not comp and s_in == 1:  # outputs k, k + m/3, k + 2m/3: three streams
-            q = m // 3
+        if not comp and s_in == 1 and n * base.itemsize <= STREAM_BLOCK_BYTES:
+            q = m // 3  # short rows: outputs k, k + m/3, k + 2m/3 side by side
             k0 = 3 * q
             for k in range(q):
                 sa, sb, sc = _row_sums3(base, offs[k] + row, offs[k + q] + row,
@@ -597,7 +681,7 @@ def _rows_range(base, offs, m, rsz, rst, lo, hi, square, comp, s, c):
                 s[k] = sk
                 c[k] = ck
             elif s_in == 1:
-                s[k] += _long_row_sum(base, a, n, square)
+                s[k] += _streamed_sum(base, a, n, square)
             else:
                 s[k] += _segment(base, a, n, s_in, square)
         pos += n
@@ -630,18 +714,9 @@ def _rows_work(base, geo, block, pieces, square, comp, out, hi, lo, w0, w1):
         # one contiguous row per output: no per-output calls (short rows are common)
         n = rsz[0]
         nk = ksz.size
-        t = (w1 - w0) // 3  # rows o, o + t, o + 2t together: three streams (_row_sums3)
-        for o in range(w0, w0 + t):
+        for o in range(w0, w1):
             a = o * kst[0] if nk == 1 else _offset(o, ksz, kst, nk)
-            b = (o + t) * kst[0] if nk == 1 else _offset(o + t, ksz, kst, nk)
-            c = (o + 2 * t) * kst[0] if nk == 1 else _offset(o + 2 * t, ksz, kst, nk)
-            sa, sb, sc = _row_sums3(base, a, b, c, n, square)
-            _finish(out, o, sa, zero, square)
-            _finish(out, o + t, sb, zero, square)
-            _finish(out, o + 2 * t, sc, zero, square)
-        for o in range(w0 + 3 * t, w1):
-            a = o * kst[0] if nk == 1 else _offset(o, ksz, kst, nk)
-            _finish(out, o, _row_sum(base, a, n, square), zero, square)
+            _finish(out, o, _streamed_sum(base, a, n, square), zero, square)
         return
     offs = np.empty(block, np.int64)
     s = np.full(block, zero)
