@@ -477,20 +477,22 @@ def _streamed_sum(base, a, n, square):
     the three streams without prefetching used before (three rows a third of the range apart
     read in one loop): in the benchmark suite (its other runners between the calls) ReduceSum
     and ReduceL2, inner and all axes, 91-107% against 85-93%; read from main memory 86-99%
-    against 81-87%; from L3 99-103% against 94-98%. Rows of 64 elements from memory ~6%
-    slower, of 16 ~15% faster. 1 KiB blocks 4 KiB ahead measured best in a plain loop (8 KiB
+    against 81-87%; from L3 99-103% against 94-98%. Rows of 64 and 16 elements from memory
+    ~17% and ~10% faster. 1 KiB blocks 4 KiB ahead measured best in a plain loop (8 KiB
     the same; 2 KiB blocks, 32 prefetches in a burst, 15% slower from memory).
 
     The block loop's form matters (variants measured from memory against this one): its
     length is a compile-time constant, so it is unrolled whole and its vector accumulators
     stay in registers from block to block (a run-time length costs a loop set-up and a
-    horizontal sum per block: ~10% slower; a partial sum per block, ~8%); and squares are not
-    fused into the adds (:func:`_square_unfused`). Inlined, with unsigned indices and no
+    horizontal sum per block: ~10% slower; a partial sum per block, ~8%); the prefetch
+    addresses are clamped to the array with ``min`` (skipping the prefetches near its end
+    with a branch instead measured 15-25% slower from memory); and squares are not fused
+    into the adds (:func:`_square_unfused`). Inlined, with unsigned indices and no
     slices: a signed index is tested for wraparound (the loop then does not vectorize), a
     slice increments the array's reference count (an atomic that threads reading one array
     fight over) and a call costs as much as a short row."""
     block, line, ahead = _stream_steps(base[0])  # an element: the array would cost atomics
-    size = np.uint64(base.size)
+    last = np.uint64(base.size - 1)
     ua = np.uint64(a)
     un = np.uint64(n)
     full = un // block * block
@@ -498,18 +500,16 @@ def _streamed_sum(base, a, n, square):
     for k in range(un // block):
         b = ua + k * block
         p = b + ahead
-        if p + block <= size:  # (not past the end of the array)
-            for q in range(block // line):
-                prefetch(base, p + q * line)
+        for q in range(block // line):
+            prefetch(base, min(p + q * line, last))
         if square:
             for j in range(block):
                 acc += _square_unfused(widen(base[b + j]))
         else:
             for j in range(block):
                 acc += widen(base[b + j])
-    if ua + un + ahead <= size:  # the rest, shorter than a block (or the whole of a short row)
-        for p in range(ua + full + ahead, ua + un + ahead, line):
-            prefetch(base, p)
+    for p in range(ua + full + ahead, ua + un + ahead, line):  # the rest, or a short row
+        prefetch(base, min(p, last))
     for j in range(ua + full, ua + un):
         v = widen(base[j])
         acc += v * v if square else v
@@ -571,11 +571,11 @@ def _row_sums3(base, a, b, c, n, square):
     ub = np.uint64(b)
     uc = np.uint64(c)
     _, line, ahead = _stream_steps(base[0])
-    if max(ua, ub, uc) + ahead + np.uint64(n) <= np.uint64(base.size):
-        for p in range(np.uint64(0), np.uint64(n), line):
-            prefetch(base, ua + ahead + p)
-            prefetch(base, ub + ahead + p)
-            prefetch(base, uc + ahead + p)
+    last = np.uint64(base.size - 1)
+    for p in range(np.uint64(0), np.uint64(n), line):
+        prefetch(base, min(ua + ahead + p, last))
+        prefetch(base, min(ub + ahead + p, last))
+        prefetch(base, min(uc + ahead + p, last))
     sa = _zero(widen(base[0]))
     sb = sa
     sc = sa
