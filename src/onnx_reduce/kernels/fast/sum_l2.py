@@ -476,8 +476,8 @@ def _streamed_sum(base, a, n, square):
     float32 to float64. 64 MiB of float32, side by side with the read-roofline kernel, against
     the three streams without prefetching used before (three rows a third of the range apart
     read in one loop): in the benchmark suite (its other runners between the calls) ReduceSum
-    and ReduceL2, inner and all axes, 91-107% against 85-93%; read from main memory 86-99%
-    against 81-87%; from L3 99-103% against 94-98%. Rows of 64 and 16 elements from memory
+    and ReduceL2, inner and all axes, 94-100% against 81-92%; read from main memory 89-97%
+    against 83-87%; from L3 100-101% against 95-98%. Rows of 64 and 16 elements from memory
     ~17% and ~10% faster. 1 KiB blocks 4 KiB ahead measured best in a plain loop (8 KiB
     the same; 2 KiB blocks, 32 prefetches in a burst, 15% slower from memory).
 
@@ -803,7 +803,7 @@ def _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, square):
       STREAM_BLOCK_BYTES block at a time, each stream's row a third of PREFETCH_BYTES further
       on prefetched block by block: float32 64 MiB middle axis in the benchmark suite 91-92%
       of the side-by-side roofline against 81-87% (onnxruntime, close to the roofline there,
-      1.3-1.8x slower against 1.0-1.05x), read from main memory ~8% slower (prefetching four
+      1.3-1.8x slower against 0.98-1.05x), read from main memory ~8% slower (prefetching four
       rows on: 91-101% in the suite, ~15% slower from memory); sums of squares measured ~4%
       slower in the suite with it, so go without;
     * slices of at most NARROW_BYTES: two neighbouring rows from each half (16- and 64-wide
