@@ -821,8 +821,6 @@ def _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, square):
     if step == 1:
         nbytes = width * base.itemsize
         uw = np.uint64(width)
-        block, line, _ = _stream_steps(base[0])  # (the rows prefetched are all in the slice)
-        d = max(1, PREFETCH_BYTES // (3 * nbytes))  # rows ahead, each of three streams
         if nbytes <= NARROW_BYTES or nbytes >= WIDE_BYTES:  # rows r, r + 1 of each half
             h = (r1 - r0) // 4 * 2
             for r in range(r0, r0 + h, 2):
@@ -844,6 +842,8 @@ def _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, square):
             r0 += 2 * h
         else:  # row r of each third
             t = (r1 - r0) // 3
+            block, line, _ = _stream_steps(base[0])  # (the rows prefetched are all in the slice)
+            d = max(1, PREFETCH_BYTES // (3 * nbytes))  # rows ahead, each of three streams
             for r in range(r0, r0 + t):
                 a0 = np.uint64(off + (r * rs if nr == 1 else _offset(r, rsz, rst, nr)))
                 a1 = np.uint64(off + ((r + t) * rs if nr == 1 else _offset(r + t, rsz, rst, nr)))
