@@ -265,6 +265,24 @@ def test_small_inputs_take_the_serial_path_in_every_layout(op: str, monkeypatch)
             assert_close(got, want)
 
 
+SMALL_BLOCK_CASES = [("sum", np.dtype(t)) for t in (np.float32, np.float64, np.int32)] + [
+    ("l2", np.dtype(t)) for t in (np.float32, np.float64)]
+
+
+@pytest.mark.parametrize(("op", "dtype"), SMALL_BLOCK_CASES,
+                         ids=[f"{o}-{d.name}" for o, d in SMALL_BLOCK_CASES])
+def test_small_column_blocks(op: str, dtype: np.dtype) -> None:
+    """The one-call path's blocks of reduced rows added into adjacent outputs (``_add_block``):
+    four rows per update (two neighbouring rows from each half), then 0-3 rows left over,
+    rows that do and do not fill whole vectors, outer and middle axes."""
+    for n_rows in range(1, 11):
+        for width in (1, 5, 8, 37):
+            x = make((3, n_rows, width), dtype, 70 + n_rows)
+            assert_close(run(op, x, [1]), expected(x, (1,), op))
+            y = x[1]
+            assert_close(run(op, y, [0]), expected(y, (0,), op))
+
+
 @pytest.mark.parametrize("op", ["sum", "l2"])
 def test_threshold_boundary_agrees(op: str) -> None:
     """Just below and at PARALLEL_MIN the serial and threaded paths give exact-enough results."""

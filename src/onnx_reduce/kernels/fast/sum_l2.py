@@ -988,14 +988,16 @@ def _small_nd(base, geo, square, comp, out):
     unit = n_in * n_rows
     last = m - 2 if rows else m - 3  # the odometer's fastest dim
     o = 0
-    for u in range(base.size // unit):
-        if u:
-            o = next_outer(idx, sizes, ost, last, o)
-        a = u * unit
-        if rows:
-            s[o], c[o] = _add_row(base, a, n_in, square, comp, s[o], c[o])
-        else:
-            _add_block(base, a, n_rows, n_in, square, comp, s, c, o)
+    if rows:  # two loops, not a test in one: the rows' loop measured 8-20% slower that way
+        for u in range(base.size // unit):
+            if u:
+                o = next_outer(idx, sizes, ost, last, o)
+            s[o], c[o] = _add_row(base, u * unit, n_in, square, comp, s[o], c[o])
+    else:
+        for u in range(base.size // unit):
+            if u:
+                o = next_outer(idx, sizes, ost, last, o)
+            _add_block(base, u * unit, n_rows, n_in, square, comp, s, c, o)
     for o in range(out.size):
         _finish(out, o, s[o], c[o], square)
 
@@ -1003,16 +1005,36 @@ def _small_nd(base, geo, square, comp, out):
 @njit(cache=True, nogil=True, fastmath=_CONTRACT, inline="always")
 def _add_block(base, a, n_rows, width, square, comp, s, c, o):
     """Add the ``n_rows`` contiguous rows of ``width`` elements from ``base[a]`` into
-    ``s[o:o + width]`` (TwoSum-compensated into ``c`` for float64), row by row. Inlined: a call
-    taking the arrays would cost atomic reference-count updates per block."""
+    ``s[o:o + width]`` (TwoSum-compensated into ``c`` for float64), four rows per accumulator
+    update (two neighbouring rows from each half, as :func:`_add_rows`), then the rows left:
+    a quarter of the accumulator loads and stores. Against one row per update, in one
+    process: float32 (64, 64, 64) middle axis 25 us against 37 us (onnxruntime 35-50 us),
+    512x512 outer axis 24 against 33 us; float64 ~40% faster. Inlined: a call taking the
+    arrays would cost atomic reference-count updates per block."""
     uo = np.uint64(o)  # unsigned indices: no wraparound tests, the loops vectorize
-    for r in range(n_rows):
+    uw = np.uint64(width)
+    h = n_rows // 4 * 2
+    for r in range(0, h, 2):
+        a0 = np.uint64(a + r * width)
+        a1 = a0 + uw
+        a2 = np.uint64(a + (r + h) * width)
+        a3 = a2 + uw
+        if comp:
+            for j in range(uw):
+                _two_sum_into(s, c, uo + j, (_term(base, a0 + j, square)
+                                             + _term(base, a1 + j, square))
+                              + (_term(base, a2 + j, square) + _term(base, a3 + j, square)))
+        else:
+            for j in range(uw):
+                s[uo + j] += ((_term(base, a0 + j, square) + _term(base, a1 + j, square))
+                              + (_term(base, a2 + j, square) + _term(base, a3 + j, square)))
+    for r in range(2 * h, n_rows):
         row = np.uint64(a + r * width)
         if comp:
-            for j in range(np.uint64(width)):
+            for j in range(uw):
                 _two_sum_into(s, c, uo + j, _term(base, row + j, square))
         else:
-            for j in range(np.uint64(width)):
+            for j in range(uw):
                 s[uo + j] += _term(base, row + j, square)
 
 
