@@ -273,8 +273,9 @@ SMALL_BLOCK_CASES = [("sum", np.dtype(t)) for t in (np.float32, np.float64, np.i
                          ids=[f"{o}-{d.name}" for o, d in SMALL_BLOCK_CASES])
 def test_small_column_blocks(op: str, dtype: np.dtype) -> None:
     """The one-call path's blocks of reduced rows added into adjacent outputs (``_add_block``):
-    four rows per update (two neighbouring rows from each half), then 0-3 rows left over,
-    rows that do and do not fill whole vectors, outer and middle axes."""
+    four rows per update (two neighbouring rows from each half), then 0-3 rows left over
+    (float64: row by row, compensated), rows that do and do not fill whole vectors, outer and
+    middle axes."""
     for n_rows in range(1, 11):
         for width in (1, 5, 8, 37):
             x = make((3, n_rows, width), dtype, 70 + n_rows)

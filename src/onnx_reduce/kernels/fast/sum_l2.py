@@ -1005,29 +1005,25 @@ def _small_nd(base, geo, square, comp, out):
 @njit(cache=True, nogil=True, fastmath=_CONTRACT, inline="always")
 def _add_block(base, a, n_rows, width, square, comp, s, c, o):
     """Add the ``n_rows`` contiguous rows of ``width`` elements from ``base[a]`` into
-    ``s[o:o + width]`` (TwoSum-compensated into ``c`` for float64), four rows per accumulator
-    update (two neighbouring rows from each half, as :func:`_add_rows`), then the rows left:
-    a quarter of the accumulator loads and stores. Against one row per update, in one
-    process: float32 (64, 64, 64) middle axis 25 us against 37 us (onnxruntime 35-50 us),
-    512x512 outer axis 24 against 33 us; float64 ~40% faster. Inlined: a call taking the
-    arrays would cost atomic reference-count updates per block."""
+    ``s[o:o + width]``. Widened float16/bfloat16/float32 and integers: four rows per
+    accumulator update (two neighbouring rows from each half, as :func:`_add_rows`), then the
+    rows left: a quarter of the accumulator loads and stores. Against one row per update, in
+    one process: float32 (64, 64, 64) middle axis 25 us against 37 us (onnxruntime 35-50 us),
+    512x512 outer axis 24 against 33 us. float64: row by row, each element TwoSum-compensated
+    into ``c`` (four rows added first ran ~40% faster, but the uncompensated pre-sums took its
+    worst error in ``benchmarks/ulp_report.py`` from 0.5 to 0.84-0.92 ulp). Inlined: a call
+    taking the arrays would cost atomic reference-count updates per block."""
     uo = np.uint64(o)  # unsigned indices: no wraparound tests, the loops vectorize
     uw = np.uint64(width)
-    h = n_rows // 4 * 2
+    h = 0 if comp else n_rows // 4 * 2
     for r in range(0, h, 2):
         a0 = np.uint64(a + r * width)
         a1 = a0 + uw
         a2 = np.uint64(a + (r + h) * width)
         a3 = a2 + uw
-        if comp:
-            for j in range(uw):
-                _two_sum_into(s, c, uo + j, (_term(base, a0 + j, square)
-                                             + _term(base, a1 + j, square))
-                              + (_term(base, a2 + j, square) + _term(base, a3 + j, square)))
-        else:
-            for j in range(uw):
-                s[uo + j] += ((_term(base, a0 + j, square) + _term(base, a1 + j, square))
-                              + (_term(base, a2 + j, square) + _term(base, a3 + j, square)))
+        for j in range(uw):
+            s[uo + j] += ((_term(base, a0 + j, square) + _term(base, a1 + j, square))
+                          + (_term(base, a2 + j, square) + _term(base, a3 + j, square)))
     for r in range(2 * h, n_rows):
         row = np.uint64(a + r * width)
         if comp:
