@@ -284,6 +284,21 @@ def test_small_column_blocks(op: str, dtype: np.dtype) -> None:
             assert_close(run(op, y, [0]), expected(y, (0,), op))
 
 
+def test_small_float64_column_blocks_compensate_every_element() -> None:
+    """float64 blocks of reduced rows on the one-call path go into the compensated sum one
+    element at a time: 1e16 + 1 - 1e16 + 1 is exactly 2 (a plain float64 pre-sum of the four
+    rows, as the other dtypes take, gives 0). Keeps benchmarks/ulp_report.py's float64
+    outer/middle cells at 0.5 ulp."""
+    for width in (1, 5, 8):
+        column = np.array([1e16, 1.0, -1e16, 1.0])
+        x = np.repeat(column[:, None], width, axis=1)
+        assert x.size < sum_l2.PARALLEL_MIN
+        np.testing.assert_array_equal(run("sum", x, [0]), np.full((1, width), 2.0))
+        cube = np.stack([x, 2 * x])  # middle axis
+        np.testing.assert_array_equal(run("sum", cube, [1]), np.stack([np.full((1, width), 2.0),
+                                                                       np.full((1, width), 4.0)]))
+
+
 @pytest.mark.parametrize("op", ["sum", "l2"])
 def test_threshold_boundary_agrees(op: str) -> None:
     """Just below and at PARALLEL_MIN the serial and threaded paths give exact-enough results."""
