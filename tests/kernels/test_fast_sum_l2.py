@@ -265,12 +265,7 @@ def test_small_inputs_take_the_serial_path_in_every_layout(op: str, monkeypatch)
             assert_close(got, want)
 
 
-SMALL_BLOCK_CASES = [("sum", np.dtype(t)) for t in (np.float32, np.float64, np.int32)] + [
-    ("l2", np.dtype(t)) for t in (np.float32, np.float64)]
-
-
-@pytest.mark.parametrize(("op", "dtype"), SMALL_BLOCK_CASES,
-                         ids=[f"{o}-{d.name}" for o, d in SMALL_BLOCK_CASES])
+@pytest.mark.parametrize(("op", "dtype"), CASES, ids=[f"{o}-{d.name}" for o, d in CASES])
 def test_small_column_blocks(op: str, dtype: np.dtype) -> None:
     """The one-call path's blocks of reduced rows added into adjacent outputs (``_add_block``):
     four rows per update (two neighbouring rows from each half), then 0-3 rows left over
