@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import time
 from pathlib import Path
 
 import numpy as np
@@ -115,6 +116,43 @@ def test_time_interleaved_honours_repeats_caps_and_the_time_budget():
     assert sorted(order[3:6]) == ["a", "b", "c"]
     stats = time_interleaved(calls, 50, max_seconds=0.0, numbers=numbers)
     assert {s.samples for s in stats.values()} == {3}
+
+
+def test_every_runner_of_a_cell_makes_the_same_calls_per_sample(monkeypatch):
+    """A runner fast enough for more calls per sample would be timed warmer (its later calls
+    find the input in cache): each cell's runners all get the slowest runner's count."""
+    seen: list[dict[str, int]] = []
+    real = suite.time_interleaved
+
+    def spy(calls, repeats, **kw):
+        seen.append(dict(kw["numbers"]))
+        return real(calls, repeats, **kw)
+
+    monkeypatch.setattr(suite, "time_interleaved", spy)
+    slow = {"numpy": 0.0}  # a runner that takes ~1 ms a call, against microseconds
+
+    def slow_bind(runner, setup, x, case, _bind=suite.bind):
+        call = _bind(runner, setup, x, case)
+        if runner != "numpy":
+            return call
+
+        def sleepy():
+            time.sleep(1e-3)
+            slow["numpy"] += 1
+            return call()
+        return sleepy
+
+    monkeypatch.setattr(suite, "bind", slow_bind)
+    cfg = BenchConfig(ops=["sum"], layouts=["inner"], dtypes=["float32"], sizes=["latency"],
+                      repeats=3, runners=["onnx-reduce", "numpy"], roofline_bytes=0,
+                      min_sample_seconds=4e-3, max_cell_seconds=5.0)
+    (row,) = run_suite(cfg).rows
+    (numbers,) = seen
+    assert set(numbers) == {"onnx-reduce", "numpy"}
+    assert len(set(numbers.values())) == 1  # the same for both
+    assert 2 <= numbers["onnx-reduce"] <= 4  # numpy's count: ~4 ms of ~1 ms calls
+    assert row["calls_per_sample"] == numbers["numpy"]
+    assert slow["numpy"] >= 3 * numbers["numpy"]
 
 
 def test_time_interleaved_shuffles_the_order_of_each_round_reproducibly():

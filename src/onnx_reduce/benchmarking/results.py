@@ -6,6 +6,8 @@ Each row is a dict::
     kernel          onnx-reduce's path for it: "fast", "reference" or "?"
     times           {runner: median seconds per call, or None}
     samples         {runner: timed samples}
+    calls_per_sample  calls per timed sample, the same for every runner of the cell (absent
+                    in older results)
     status          {runner: "ok", "n/a: <reason>" or "mismatch"}
     error           {runner: max |out - onnx-reduce| / max |onnx-reduce|, or None}
     ort_ratio       onnxruntime time / onnx-reduce time (> 1: onnx-reduce is faster), or None

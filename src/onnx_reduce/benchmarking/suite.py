@@ -24,7 +24,7 @@ from .machine import machine_description
 from .results import BenchResults
 from .runners import NotAvailable, bind, prepare
 from .runners import _short as short_error
-from .timing import calibrate, time_interleaved
+from .timing import calibrate, same_calls_per_sample, time_interleaved
 from .verify import compare
 
 Progress = Callable[[int, int, str], None]
@@ -85,10 +85,14 @@ def run_suite(config: BenchConfig, progress: Progress | None = None) -> BenchRes
     finally:
         _set_numba_threads(previous_threads)
     notes = [
-        "Times are medians per call; a latency-cell sample repeats the call until it lasts "
-        f"{config.min_sample_seconds * 1e3:g} ms. Runners are interleaved round by round, in an "
-        "order shuffled each round (seeded): a call right after a single-threaded runner starts "
-        "on an idle second core and measured 25-35% slower here, so a fixed order would charge "
+        "Times are medians per call. Every runner of a cell makes the same number of calls "
+        "per sample, enough for the slowest runner's sample to last "
+        f"{config.min_sample_seconds * 1e3:g} ms (so one from {REFERENCE_CAP_BYTES // 2**20} "
+        "MiB up, where onnx.reference is called once per sample): calls after the first of a "
+        "sample find the input in cache, and more of them for the faster runners would time "
+        "those warmer than the rest. Runners are interleaved round by round, in an order "
+        "shuffled each round (seeded): a call right after a single-threaded runner starts on "
+        "an idle second core and measured 25-35% slower here, so a fixed order would charge "
         "that to one runner every time.",
         "onnxruntime: one InferenceSession per cell made up front (ReduceSum-13, ReduceL2-18, "
         "ReduceLogSumExp-18, axes as an int64 initializer), intra_op_num_threads="
@@ -164,11 +168,12 @@ def _run_cell(
         calls[ROOFLINE_CALL] = _roofline.bind_read(x, config.threads)
     big = case.nbytes >= REFERENCE_CAP_BYTES
     caps = {"onnx.reference": config.reference_repeats} if big else {}
-    numbers = {
+    calibrated = {
         name: 1 if big and name == "onnx.reference"
         else calibrate(call, config.min_sample_seconds)
         for name, call in calls.items()
     }
+    numbers = dict.fromkeys(calibrated, same_calls_per_sample(calibrated))
     timings = time_interleaved(
         calls, config.repeats, min_sample_seconds=config.min_sample_seconds,
         max_seconds=config.max_cell_seconds, caps=caps, numbers=numbers,
@@ -193,6 +198,7 @@ def _run_cell(
         "kernel": kernel,
         "times": times,
         "samples": {r: t.samples for r, t in timings.items()},
+        "calls_per_sample": min(numbers.values()),
         "status": status,
         "error": error,
         "ort_ratio": ort / ours if (ort and ours) else None,

@@ -46,6 +46,22 @@ def calibrate(call: Callable[[], object], min_sample_seconds: float) -> int:
     return min(100_000, max(1, math.ceil(min_sample_seconds / max(once, 1e-7))))
 
 
+def same_calls_per_sample(calibrated: Mapping[str, int]) -> int:
+    """The calls per sample every runner of a cell makes: the fewest any runner was calibrated
+    to (the slowest runner's).
+
+    Calls after the first of a sample find the input where the first left it, in cache. Were
+    each runner calibrated on its own, a runner fast enough to get two calls per sample would
+    be timed half warm against one-call runners timed cold after another runner: on the
+    project machine a 64 MiB float32 ReduceL2 right after itself took half the time it took
+    after a 60 ms pause (``benchmarks/after_pause.py``).
+
+    >>> same_calls_per_sample({"fast": 40, "slow": 3})
+    3
+    """
+    return max(1, min(calibrated.values(), default=1))
+
+
 def time_interleaved(
     calls: Mapping[str, Callable[[], object]],
     repeats: int,
