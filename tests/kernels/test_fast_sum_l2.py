@@ -402,6 +402,25 @@ def test_streaming_column_kernel(op: str, dtype: np.dtype) -> None:
         assert_close(run(op, x, axes), expected(x, tuple(axes), op))
 
 
+@pytest.mark.parametrize(("op", "dtype"), CASES, ids=[f"{o}-{d.name}" for o, d in CASES])
+def test_wide_column_slices_block_by_block(op: str, dtype: np.dtype) -> None:
+    """Wide slices (``_add_wide_rows`` for float32, ``_add_rows`` for the rest): added
+    WIDE_BLOCK_BYTES of each row at a time, then the part block left: widths a whole number of
+    blocks, one element short and over, 0-3 rows left over, reduced rows that do not merge
+    into one dim (the offsets spelled out), and the last rows of the array (the prefetches
+    clamped to its end)."""
+    block = sum_l2.WIDE_BLOCK_BYTES // dtype.itemsize
+    wide = -(-sum_l2.WIDE_BYTES // dtype.itemsize // block) * block  # a whole number of blocks
+    rows = -(-sum_l2.PARALLEL_MIN // wide)
+    cases = [(make((rows + extra, width), dtype, 70 + extra), [0])
+             for extra, width in enumerate((wide, wide + 1, wide - 1 + block, wide + block // 2))]
+    cases.append((make((rows // 4 + 1, 5, wide + 3), dtype, 75)[:, :4], [0, 1]))  # 2 reduced dims
+    cases.append((make((3, rows // 2 + 2, wide + 7), dtype, 76), [1]))  # middle axis, wide
+    for x, axes in cases:
+        assert x.size >= sum_l2.PARALLEL_MIN
+        assert_close(run(op, x, axes), expected(x, tuple(axes), op))
+
+
 @pytest.mark.parametrize(("values", "want"), [([3e-200, 4e-200], 5e-200),
                                               ([3e200, 4e200], 5e200)])
 def test_small_float64_l2_split_axes_is_rescaled(values: list[float], want: float) -> None:
