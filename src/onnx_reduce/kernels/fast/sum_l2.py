@@ -935,7 +935,8 @@ def _add_wide_rows(base, off, r0, r1, rsz, rst, width, s, square):
     The hardware prefetcher alone keeps too few reads in flight for this loop (per four
     widened elements, a load, add and store of an accumulator). float32 4096x4096 outer axis,
     timed in one process against the plain loop of :func:`_add_rows`: read from main memory
-    ReduceL2 3-12% and ReduceSum 5-9% faster, input in L3 4-13% faster. The form matters:
+    ReduceL2 1-12% and ReduceSum 7-11% faster, input in L3 3-13% faster (in the benchmark
+    suite, ReduceL2 at 88-97% of the side-by-side roofline against 77-84%). The form matters:
     1 KiB blocks prefetched 4 KiB ahead (the row kernel's) were no faster from memory and 15%
     slower in L3; 256 B blocks 4 KiB ahead gained only 1-3% from memory, 1 KiB and 2 KiB ahead
     5-12%; ``prefetchnta`` (into L1 only: the L2's own prefetcher no longer helps) took twice
