@@ -565,14 +565,15 @@ def _wide_steps(element):  # pragma: no cover - replaced by the overload inside 
     raise NotImplementedError
 
 
-def _prefetches_wide(arr):  # pragma: no cover - replaced by the overload inside njit code
+def _is_float32(arr):  # pragma: no cover - replaced by the overload inside njit code
     raise NotImplementedError
 
 
-@overload(_prefetches_wide, inline="always")
-def _prefetches_wide_impl(arr):
-    """Whether wide column slices of ``arr`` take :func:`_add_wide_rows` (float32 only; a
-    compile-time constant)."""
+@overload(_is_float32, inline="always")
+def _is_float32_impl(arr):
+    """Whether ``arr`` holds float32 (a compile-time constant): the column kernel's wide
+    slices take :func:`_add_wide_rows`, and its three-stream slices prefetch squares, only
+    then (float16, bfloat16 and int32 measured slower that way in some state, outer axis)."""
     flag = arr.dtype == types.float32
     return lambda arr: flag
 
@@ -837,7 +838,13 @@ def _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, square):
       of the side-by-side roofline against 81-87% (onnxruntime, close to the roofline there,
       1.3-1.8x slower against 0.98-1.05x), read from main memory ~8% slower (prefetching four
       rows on: 91-101% in the suite, ~15% slower from memory); sums of squares measured ~4%
-      slower in the suite with it, so go without;
+      slower in the suite that way and went without. float32 (sums and squares) now reads
+      WIDE_BLOCK_BYTES blocks, each stream's row WIDE_PREFETCH_BYTES further on prefetched,
+      as :func:`_add_wide_rows` does: 256-wide middle axis, 64 MiB, three runs of the suite's
+      float32 outer/middle cells each way, ReduceL2 1.95-2.11 ms against 2.21-2.30 ms (94-98%
+      of the side-by-side roofline against 87-88%), ReduceSum 1.68-1.89 ms against
+      1.57-1.90; one process 5-13% and 6-7% faster in L3, 5% and 6% from memory. float16 and
+      bfloat16 squares go without (see :func:`_is_float32`);
     * slices of at most NARROW_BYTES: two neighbouring rows from each half (16- and 64-wide
       float32 middle axes ~6% faster than two rows at a time: accumulator traffic dominates);
     * slices of WIDE_BYTES or more, whose neighbouring rows are pages apart: the same (4096-wide
@@ -854,7 +861,7 @@ def _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, square):
     if step == 1:
         nbytes = width * base.itemsize
         uw = np.uint64(width)
-        if nbytes >= WIDE_BYTES and _prefetches_wide(base):
+        if nbytes >= WIDE_BYTES and _is_float32(base):
             r0 = _add_wide_rows(base, off, r0, r1, rsz, rst, width, s, square)
         elif nbytes <= NARROW_BYTES or nbytes >= WIDE_BYTES:  # rows r, r + 1 of each half
             h = (r1 - r0) // 4 * 2
@@ -877,8 +884,12 @@ def _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, square):
             r0 += 2 * h
         else:  # row r of each third
             t = (r1 - r0) // 3
-            block, line, _ = _stream_steps(base[0])  # (the rows prefetched are all in the slice)
-            d = max(1, PREFETCH_BYTES // (3 * nbytes))  # rows ahead, each of three streams
+            if _is_float32(base):  # the rows prefetched are all in the slice
+                block, line, _ = _wide_steps(base[0])
+                d = max(1, WIDE_PREFETCH_BYTES // nbytes)  # rows ahead, each of three streams
+            else:
+                block, line, _ = _stream_steps(base[0])
+                d = max(1, PREFETCH_BYTES // (3 * nbytes))
             for r in range(r0, r0 + t):
                 a0 = np.uint64(off + (r * rs if nr == 1 else _offset(r, rsz, rst, nr)))
                 a1 = np.uint64(off + ((r + t) * rs if nr == 1 else _offset(r + t, rsz, rst, nr)))
@@ -889,7 +900,7 @@ def _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, square):
                         _two_sum_into(s, c, j, (_term(base, a0 + j, square)
                                                 + _term(base, a1 + j, square))
                                       + _term(base, a2 + j, square))
-                elif square:
+                elif square and not _is_float32(base):
                     for j in range(uw):
                         s[j] += ((_term(base, a0 + j, square) + _term(base, a1 + j, square))
                                  + _term(base, a2 + j, square))
