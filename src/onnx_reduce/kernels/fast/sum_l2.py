@@ -14,8 +14,8 @@ first. Two kernels then cover every layout:
 * columns (the innermost dim is kept: outer, middle): a block of up to ``COLUMNS`` adjacent
   outputs adds the matching slice of every reduced row into accumulators that stay in cache,
   several rows per update, each read in order (one from each third of the range, or two
-  neighbouring rows from each half for narrow and wide slices, wide float32 ones a 256 B
-  block at a time with each row prefetched 2 KiB ahead: see :func:`_add_rows`).
+  neighbouring rows from each half for narrow and wide slices; float32 slices from 256 B up a
+  256 B block of each row at a time, each row prefetched 2 KiB ahead: see :func:`_add_rows`).
 
 Small C-contiguous inputs (below ``PARALLEL_MIN`` elements), whatever the axes, take a one-call
 path (:func:`_small_nd`) that skips the canonical form; large ones run on all threads, each run
@@ -571,9 +571,10 @@ def _is_float32(arr):  # pragma: no cover - replaced by the overload inside njit
 
 @overload(_is_float32, inline="always")
 def _is_float32_impl(arr):
-    """Whether ``arr`` holds float32 (a compile-time constant): the column kernel's wide
-    slices take :func:`_add_wide_rows`, and its three-stream slices prefetch squares, only
-    then (float16, bfloat16 and int32 measured slower that way in some state, outer axis)."""
+    """Whether ``arr`` holds float32 (a compile-time constant): only then do the column
+    kernel's wide slices take :func:`_add_wide_rows` and its three-stream slices read 256 B
+    blocks, prefetching squares too (float16, bfloat16 and int32 measured slower that way in
+    some state over the outer axis)."""
     flag = arr.dtype == types.float32
     return lambda arr: flag
 
@@ -843,8 +844,9 @@ def _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, square):
       as :func:`_add_wide_rows` does: 256-wide middle axis, 64 MiB, three runs of the suite's
       float32 outer/middle cells each way, ReduceL2 1.95-2.11 ms against 2.21-2.30 ms (94-98%
       of the side-by-side roofline against 87-88%), ReduceSum 1.68-1.89 ms against
-      1.57-1.90; one process 5-13% and 6-7% faster in L3, 5% and 6% from memory. float16 and
-      bfloat16 squares go without (see :func:`_is_float32`);
+      1.57-1.90 ms; five full suite runs, ReduceL2 99-106% side by side against 85-93%; one
+      process, ReduceL2 5% faster from memory and 13% in L3, ReduceSum 6% and 7%. float16
+      and bfloat16 squares go without (see :func:`_is_float32`);
     * slices of at most NARROW_BYTES: two neighbouring rows from each half (16- and 64-wide
       float32 middle axes ~6% faster than two rows at a time: accumulator traffic dominates);
     * slices of WIDE_BYTES or more, whose neighbouring rows are pages apart: the same (4096-wide
