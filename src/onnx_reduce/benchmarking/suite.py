@@ -173,7 +173,8 @@ def _run_cell(
         else calibrate(call, config.min_sample_seconds)
         for name, call in calls.items()
     }
-    numbers = dict.fromkeys(calibrated, same_calls_per_sample(calibrated))
+    per_sample = same_calls_per_sample(calibrated)
+    numbers = dict.fromkeys(calibrated, per_sample)
     timings = time_interleaved(
         calls, config.repeats, min_sample_seconds=config.min_sample_seconds,
         max_seconds=config.max_cell_seconds, caps=caps, numbers=numbers,
@@ -198,7 +199,7 @@ def _run_cell(
         "kernel": kernel,
         "times": times,
         "samples": {r: t.samples for r, t in timings.items()},
-        "calls_per_sample": min(numbers.values()),
+        "calls_per_sample": per_sample,
         "status": status,
         "error": error,
         "ort_ratio": ort / ours if (ort and ours) else None,

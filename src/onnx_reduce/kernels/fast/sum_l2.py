@@ -105,9 +105,9 @@ _LINE_BYTES = 64
 #: :func:`_add_rows`).
 NARROW_BYTES = 256
 WIDE_BYTES = 4096
-#: Wide float32 slices are read WIDE_BLOCK_BYTES of each row at a time, and before each
-#: block the cache lines WIDE_PREFETCH_BYTES further on in each of the four rows are hinted
-#: into L2 (:func:`_add_wide_rows`).
+#: float32 slices from NARROW_BYTES up are read WIDE_BLOCK_BYTES of each row at a time, and
+#: before each block the cache lines WIDE_PREFETCH_BYTES further on in each row are hinted
+#: into L2 (wide slices: :func:`_add_wide_rows`; the three-stream ones: :func:`_add_rows`).
 WIDE_BLOCK_BYTES = 256
 WIDE_PREFETCH_BYTES = 2048
 
