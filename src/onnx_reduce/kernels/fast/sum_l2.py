@@ -6,16 +6,19 @@ first. Two kernels then cover every layout:
 
 * rows (the innermost dim is reduced: inner, all, non-adjacent axes): each output sums whole
   rows, contiguous rows vectorized a 1 KiB block at a time with a software prefetch of the
-  memory 4 KiB ahead (:func:`_streamed_sum`); when each output has several rows, neighbouring
-  outputs take the same row index together (their rows are usually neighbours in memory; rows
-  of at most 1 KiB three outputs a third of the block apart, side by side); when
-  there are few outputs, each output's reduced range is cut in pieces that threads share, and the
-  pieces are combined in a fixed order;
+  memory 4 KiB ahead (:func:`_streamed_sum`; float32 rows of 1 KiB and more, one per output,
+  three outputs side by side, 256 B blocks each prefetched 2 KiB ahead:
+  :func:`_rows_in_thirds`); when each output has several rows, neighbouring outputs take the
+  same row index together (their rows are usually neighbours in memory; rows of at most 1 KiB
+  three outputs a third of the block apart, side by side); when there are few outputs, each
+  output's reduced range is cut in pieces that threads share, and the pieces are combined in a
+  fixed order;
 * columns (the innermost dim is kept: outer, middle): a block of up to ``COLUMNS`` adjacent
   outputs adds the matching slice of every reduced row into accumulators that stay in cache,
   several rows per update, each read in order (one from each third of the range, or two
   neighbouring rows from each half for narrow and wide slices; float32 slices from 256 B up a
-  256 B block of each row at a time, each row prefetched 2 KiB ahead: see :func:`_add_rows`).
+  256 B block of each row at a time, each row prefetched 2 KiB ahead, wide ones one row from
+  each third of 48-row groups: see :func:`_add_rows`).
 
 Small C-contiguous inputs (below ``PARALLEL_MIN`` elements), whatever the axes, take a one-call
 path (:func:`_small_nd`) that skips the canonical form; large ones run on all threads, each run
@@ -105,11 +108,16 @@ _LINE_BYTES = 64
 #: :func:`_add_rows`).
 NARROW_BYTES = 256
 WIDE_BYTES = 4096
-#: float32 slices from NARROW_BYTES up are read WIDE_BLOCK_BYTES of each row at a time, and
-#: before each block the cache lines WIDE_PREFETCH_BYTES further on in each row are hinted
-#: into L2 (wide slices: :func:`_add_wide_rows`; the three-stream ones: :func:`_add_rows`).
+#: float32 column slices from NARROW_BYTES up are read WIDE_BLOCK_BYTES of each row at a time,
+#: and before each block the cache lines WIDE_PREFETCH_BYTES further on in each row are hinted
+#: into L2 (wide slices: :func:`_add_wide_rows`; the three-stream ones: :func:`_add_rows`); so
+#: are the row kernel's float32 rows read three at a time (:func:`_streamed_sums3`).
 WIDE_BLOCK_BYTES = 256
 WIDE_PREFETCH_BYTES = 2048
+#: Rows taken at a time, in thirds (three streams 16 rows apart), by the column kernel's wide
+#: float32 slices (:func:`_add_wide_rows`) and the row kernel's float32 rows of STREAM_BLOCK_BYTES
+#: and more (:func:`_rows_in_thirds`).
+GROUP_ROWS = 48
 
 _F64 = np.dtype(np.float64)
 #: The dtypes served, and the dtype each accumulates in.
@@ -574,7 +582,8 @@ def _is_float32_impl(arr):
     """Whether ``arr`` holds float32 (a compile-time constant): only then do the column
     kernel's wide slices take :func:`_add_wide_rows` and its three-stream slices read 256 B
     blocks, prefetching squares too (float16, bfloat16 and int32 measured slower that way in
-    some state over the outer axis)."""
+    some state over the outer axis), and the row kernel's rows go three at a time in 256 B
+    blocks (:func:`_streamed_sums3`)."""
     flag = arr.dtype == types.float32
     return lambda arr: flag
 
@@ -594,7 +603,8 @@ def _row_sums3(base, a, b, c, n, square):
     """The sums (of squares) of ``n`` contiguous elements from ``base[a]``, ``base[b]`` and
     ``base[c]``, widened, each from 0, in one loop, each row's lines PREFETCH_BYTES ahead
     hinted first: the row kernel's rows of at most STREAM_BLOCK_BYTES when neighbouring
-    outputs take the same row (:func:`_rows_range`), three outputs a third apart.
+    outputs take the same row (:func:`_short_rows`), three outputs a third apart; float32's
+    are read block by block instead (:func:`_streamed_sums3`).
 
     One :func:`_streamed_sum` per 1 KiB row costs its set-up and a horizontal sum per row:
     two non-adjacent axes, float32 64 MiB, read from main memory 80-84% of the side-by-side
@@ -627,6 +637,78 @@ def _row_sums3(base, a, b, c, n, square):
             sb += widen(base[ub + i])
             sc += widen(base[uc + i])
     return sa, sb, sc
+
+
+@njit(cache=True, nogil=True, fastmath=_ROWS_MATH, inline="always")
+def _streamed_sums3(base, a, b, c, n, square):
+    """The float32 sums (of squares) of ``n`` contiguous elements from ``base[a]``,
+    ``base[b]`` and ``base[c]``, widened, each from 0, in one loop: a WIDE_BLOCK_BYTES block
+    of each at a time, and before each block a software prefetch of each stream's cache lines
+    WIDE_PREFETCH_BYTES further on (past a row's end, into the next row: where that stream
+    goes next in :func:`_rows_in_thirds` and :func:`_short_rows`). The block loop as in
+    :func:`_streamed_sum` (compile-time length, squares unfused).
+
+    Against :func:`_row_sums3` (each row's prefetches 4 KiB ahead all at its start, then one
+    loop over the row), two non-adjacent axes (256x256x256, axes 0 and 2: rows of 1 KiB),
+    read from main memory 12-20% faster (99-110% of the roofline kernel's speed there against
+    86-90%), in L3 the same or up to 4% faster. float16 and bfloat16 (whose widening, not
+    memory, sets the pace there) measured the same either way and stay in
+    :func:`_row_sums3`."""
+    block, line, ahead = _wide_steps(base[0])
+    last = np.uint64(base.size - 1)
+    ua = np.uint64(a)
+    ub = np.uint64(b)
+    uc = np.uint64(c)
+    un = np.uint64(n)
+    full = un // block * block
+    sa = _zero(widen(base[0]))
+    sb = sa
+    sc = sa
+    for k in range(un // block):
+        o = k * block
+        p = o + ahead
+        for q in range(block // line):
+            prefetch(base, min(ua + p + q * line, last))
+            prefetch(base, min(ub + p + q * line, last))
+            prefetch(base, min(uc + p + q * line, last))
+        if square:
+            for j in range(block):
+                sa += _square_unfused(widen(base[ua + o + j]))
+                sb += _square_unfused(widen(base[ub + o + j]))
+                sc += _square_unfused(widen(base[uc + o + j]))
+        else:
+            for j in range(block):
+                sa += widen(base[ua + o + j])
+                sb += widen(base[ub + o + j])
+                sc += widen(base[uc + o + j])
+    for j in range(full, un):
+        va = widen(base[ua + j])
+        vb = widen(base[ub + j])
+        vc = widen(base[uc + j])
+        sa += va * va if square else va
+        sb += vb * vb if square else vb
+        sc += vc * vc if square else vc
+    return sa, sb, sc
+
+
+@njit(cache=True, nogil=True, fastmath=_ROWS_MATH)
+def _short_rows(base, offs, q, row, n, square, s):
+    """Add the rows of ``n`` contiguous elements (at most STREAM_BLOCK_BYTES) at ``offs[k] +
+    row`` into ``s[k]`` for ``k < 3q``: outputs k, k + q and k + 2q side by side (float32:
+    :func:`_streamed_sums3`, else :func:`_row_sums3`).
+
+    Not inlined into :func:`_rows_range`: with the float32 loop inlined there, its long runs
+    (one output over all axes) measured 30-35% slower from memory."""
+    for k in range(q):
+        if _is_float32(base):
+            sa, sb, sc = _streamed_sums3(base, offs[k] + row, offs[k + q] + row,
+                                         offs[k + 2 * q] + row, n, square)
+        else:
+            sa, sb, sc = _row_sums3(base, offs[k] + row, offs[k + q] + row,
+                                    offs[k + 2 * q] + row, n, square)
+        s[k] += sa
+        s[k + q] += sb
+        s[k + 2 * q] += sc
 
 
 @njit(cache=True, nogil=True, fastmath=_ROWS_MATH, inline="always")
@@ -696,12 +778,7 @@ def _rows_range(base, offs, m, rsz, rst, lo, hi, square, comp, s, c):
         if not comp and s_in == 1 and n * base.itemsize <= STREAM_BLOCK_BYTES:
             q = m // 3  # short rows: outputs k, k + m/3, k + 2m/3 side by side
             k0 = 3 * q
-            for k in range(q):
-                sa, sb, sc = _row_sums3(base, offs[k] + row, offs[k + q] + row,
-                                        offs[k + 2 * q] + row, n, square)
-                s[k] += sa
-                s[k + q] += sb
-                s[k + 2 * q] += sc
+            _short_rows(base, offs, q, row, n, square, s)
         for k in range(k0, m):
             a = offs[k] + row
             if comp:
@@ -721,6 +798,33 @@ def _rows_range(base, offs, m, rsz, rst, lo, hi, square, comp, s, c):
         pos += n
         t += 1
         j = 0
+
+
+@njit(cache=True, nogil=True)
+def _rows_in_thirds(base, stride, n, square, out, w0, w1):
+    """Outputs ``[w0, w1)`` of float32 rows of ``n`` contiguous elements (at least
+    STREAM_BLOCK_BYTES), output ``o``'s row from ``base[o * stride]``: GROUP_ROWS outputs at a
+    time, and in each group output o of each third side by side (:func:`_streamed_sums3`).
+    Returns the first output of the 0-2 left for the caller.
+
+    Three streams 16 rows apart, each prefetched 2 KiB ahead into its next row: float32 64 MiB
+    in one process, against one row at a time (:func:`_streamed_sum`, 1 KiB blocks 4 KiB
+    ahead), read from main memory after another job's writes 4-9% faster for rows of 1-16 KiB
+    (ReduceL2 4096x4096 97-98% of the roofline kernel's speed there against 92%), in L3 the
+    same or 2-3% faster; rows of 512 B and less measured up to 25% slower that way and stay
+    one at a time."""
+    zero = _zero(widen(base[0]))
+    g = w0
+    while g + 3 <= w1:
+        t = min(GROUP_ROWS, w1 - g) // 3
+        for o in range(g, g + t):
+            sa, sb, sc = _streamed_sums3(base, o * stride, (o + t) * stride,
+                                         (o + 2 * t) * stride, n, square)
+            _finish(out, o, sa, zero, square)
+            _finish(out, o + t, sb, zero, square)
+            _finish(out, o + 2 * t, sc, zero, square)
+        g += 3 * t
+    return g
 
 
 @njit(cache=True, nogil=True)
@@ -748,6 +852,8 @@ def _rows_work(base, geo, block, pieces, square, comp, out, hi, lo, w0, w1):
         # one contiguous row per output: no per-output calls (short rows are common)
         n = rsz[0]
         nk = ksz.size
+        if _is_float32(base) and nk == 1 and n * 4 >= STREAM_BLOCK_BYTES:
+            w0 = _rows_in_thirds(base, kst[0], n, square, out, w0, w1)
         for o in range(w0, w1):
             a = o * kst[0] if nk == 1 else _offset(o, ksz, kst, nk)
             _finish(out, o, _streamed_sum(base, a, n, square), zero, square)
@@ -852,8 +958,9 @@ def _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, square):
     * slices of WIDE_BYTES or more, whose neighbouring rows are pages apart: the same (4096-wide
       float32 outer axis, 8 runs of the benchmark suite each: ReduceSum 80-91% of the
       side-by-side read roofline against 78-87% with thirds, ReduceL2 78-85% against 76-83%;
-      the same in one process, in cache and from memory), a block at a time with software
-      prefetching for float32 (:func:`_add_wide_rows`)."""
+      the same in one process, in cache and from memory); float32 instead one row from each
+      third of GROUP_ROWS-row groups, a block at a time with software prefetching
+      (:func:`_add_wide_rows`)."""
     comp = is_float64(base)
     nr = rsz.size
     # row offsets: scalars only in the loops (an array there costs two atomics), so the offset
@@ -939,51 +1046,60 @@ def _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, square):
 
 @njit(cache=True, nogil=True, fastmath=_CONTRACT)
 def _add_wide_rows(base, off, r0, r1, rsz, rst, width, s, square):
-    """:func:`_add_rows` for contiguous float32 slices of WIDE_BYTES or more: rows r,
-    r + 1 of each half of ``[r0, r1)`` per accumulator update, a WIDE_BLOCK_BYTES block of
-    each row at a time, and before each block a software prefetch of each row's cache lines
-    WIDE_PREFETCH_BYTES further on (past a row's end, the next row's start). Returns the first
-    row of the 0-3 left for the caller to add.
+    """:func:`_add_rows` for contiguous float32 slices of WIDE_BYTES or more: ``[r0, r1)`` is
+    taken GROUP_ROWS rows at a time, and in each group row r of each third per
+    accumulator update, a WIDE_BLOCK_BYTES block of each row at a time; before each block,
+    each row's cache lines WIDE_PREFETCH_BYTES further on are prefetched (past a row's end,
+    the start of the next row, the next one its stream reads). Returns the first row of the
+    0-2 left for the caller to add.
 
     The hardware prefetcher alone keeps too few reads in flight for this loop (per four
     widened elements, a load, add and store of an accumulator). float32 4096x4096 outer axis,
-    timed in one process against the plain loop of :func:`_add_rows`: read from main memory
-    ReduceL2 1-12% and ReduceSum 7-11% faster, input in L3 3-13% faster (in the benchmark
-    suite, ReduceL2 at 88-97% of the side-by-side roofline against 77-84%). The form matters:
+    timed in one process: against the plain loop of :func:`_add_rows` (two neighbouring rows
+    of each half), the blocks and prefetches read from main memory ReduceL2 1-12% and
+    ReduceSum 7-11% faster, in L3 3-13% faster. Against that with two neighbouring rows of
+    each half (the form before this one, whose prefetches past a row's end fetched the row
+    its neighbour stream was reading), thirds of the whole range were 1-5% faster read from
+    memory after another job's writes, the same in L3; thirds of 48-row groups (streams 16
+    rows apart, not 170) 5-9% (groups of 15-96 rows measured alike; 192, no gain; groups of
+    the two-halves form 5-8% slower); 16384x1024 (4 KiB slices) 10-15%. The form matters:
     1 KiB blocks prefetched 4 KiB ahead (the row kernel's) were no faster from memory and 15%
     slower in L3; 256 B blocks 4 KiB ahead gained only 1-3% from memory, 1 KiB and 2 KiB ahead
-    5-12%; ``prefetchnta`` (into L1 only: the L2's own prefetcher no longer helps) took twice
-    as long. The other dtypes stay in :func:`_add_rows`, each measured slower this way in some
-    state: float64 (TwoSum per element) no faster from memory and 6-7% slower in L3;
-    float16 and bfloat16 (half the bytes per element widened) 2-7% slower from memory; int32
-    sums 9% faster from memory but 9% slower in L3. A function of its own: written into the
-    loop over row pairs of ``_add_rows``, it made that loop's narrow slices (4 and 16 wide
-    middle axes) measure 5-15% slower."""
+    5-12% (thirds: 1 KiB ahead the same as 2 KiB, 4 KiB 2-13% slower); ``prefetchnta`` (into
+    L1 only: the L2's own prefetcher no longer helps) took twice as long. The other dtypes
+    stay in :func:`_add_rows`, each measured slower with blocks and prefetches in some state:
+    float64 (TwoSum per element) no faster from memory and 6-7% slower in L3; float16 and
+    bfloat16 (half the bytes per element widened) 2-7% slower from memory; int32 sums 9%
+    faster from memory but 9% slower in L3. A function of its own: written into the loop over
+    row pairs of ``_add_rows``, it made that loop's narrow slices (4 and 16 wide middle axes)
+    measure 5-15% slower."""
     nr = rsz.size
     rs = rst[0]
     uw = np.uint64(width)
     block, line, ahead = _wide_steps(base[0])
     last = np.uint64(base.size - 1)
     full = uw // block * block
-    h = (r1 - r0) // 4 * 2
-    for r in range(r0, r0 + h, 2):
-        a0 = np.uint64(off + (r * rs if nr == 1 else _offset(r, rsz, rst, nr)))
-        a1 = np.uint64(off + ((r + 1) * rs if nr == 1 else _offset(r + 1, rsz, rst, nr)))
-        a2 = np.uint64(off + ((r + h) * rs if nr == 1 else _offset(r + h, rsz, rst, nr)))
-        a3 = np.uint64(off + ((r + h + 1) * rs if nr == 1 else _offset(r + h + 1, rsz, rst, nr)))
-        for jb in range(np.uint64(0), full, block):
-            for q in range(jb + ahead, jb + ahead + block, line):
-                prefetch(base, min(a0 + q, last))
-                prefetch(base, min(a1 + q, last))
-                prefetch(base, min(a2 + q, last))
-                prefetch(base, min(a3 + q, last))
-            for j in range(jb, jb + block):
+    g = r0
+    while g + 3 <= r1:
+        t = min(GROUP_ROWS, r1 - g) // 3
+        for r in range(g, g + t):
+            a0 = np.uint64(off + (r * rs if nr == 1 else _offset(r, rsz, rst, nr)))
+            a1 = np.uint64(off + ((r + t) * rs if nr == 1 else _offset(r + t, rsz, rst, nr)))
+            a2 = np.uint64(off + ((r + 2 * t) * rs if nr == 1
+                                  else _offset(r + 2 * t, rsz, rst, nr)))
+            for jb in range(np.uint64(0), full, block):
+                for q in range(jb + ahead, jb + ahead + block, line):
+                    prefetch(base, min(a0 + q, last))
+                    prefetch(base, min(a1 + q, last))
+                    prefetch(base, min(a2 + q, last))
+                for j in range(jb, jb + block):
+                    s[j] += ((_term(base, a0 + j, square) + _term(base, a1 + j, square))
+                             + _term(base, a2 + j, square))
+            for j in range(full, uw):  # the last part block
                 s[j] += ((_term(base, a0 + j, square) + _term(base, a1 + j, square))
-                         + (_term(base, a2 + j, square) + _term(base, a3 + j, square)))
-        for j in range(full, uw):  # the last part block
-            s[j] += ((_term(base, a0 + j, square) + _term(base, a1 + j, square))
-                     + (_term(base, a2 + j, square) + _term(base, a3 + j, square)))
-    return r0 + 2 * h
+                         + _term(base, a2 + j, square))
+        g += 3 * t
+    return g
 
 
 @njit(cache=True, nogil=True)
