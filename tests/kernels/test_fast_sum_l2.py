@@ -333,35 +333,11 @@ def test_streaming_row_kernels(op: str, dtype: np.dtype) -> None:
 
 
 @pytest.mark.parametrize("op", ["sum", "l2"])
-def test_float32_rows_three_outputs_at_a_time(op: str) -> None:
-    """float32 rows of STREAM_BLOCK_BYTES and more, one per output (``_rows_in_thirds``):
-    work items of whole GROUP_ROWS groups and a shorter last one, with 0-2 outputs left for
-    one at a time; rows of whole WIDE_BLOCK_BYTES blocks and with a rest; rows that are not
-    adjacent (a column slice: the stride is not the row length); the last rows of the array
-    (the prefetches clamped to its end)."""
-    dtype = np.dtype(np.float32)
-    shortest = sum_l2.STREAM_BLOCK_BYTES // dtype.itemsize
-    block = sum_l2.WIDE_BLOCK_BYTES // dtype.itemsize
-    items = sum_l2.CHUNKS_PER_THREAD * numba.get_num_threads()
-    per_item = 2 * sum_l2.GROUP_ROWS + 4  # two whole groups, then three rows and one left
-    cases = [
-        (make((items * per_item, shortest), dtype, 80), [1]),
-        (make((items * per_item + 1, shortest + block // 2 + 1), dtype, 81), [1]),
-        (make((items * per_item + 2, 3 * shortest - 1), dtype, 82), [1]),
-        (make((items * per_item + 5, shortest + 40), dtype, 83)[:, :shortest + 7], [1]),
-    ]
-    for x, axes in cases:
-        assert x.size >= sum_l2.PARALLEL_MIN
-        assert_close(run(op, x, axes), expected(x, tuple(axes), op))
-
-
-@pytest.mark.parametrize("op", ["sum", "l2"])
 @pytest.mark.parametrize("dtype", STREAM_DTYPES, ids=[d.name for d in STREAM_DTYPES])
 def test_short_rows_of_adjacent_outputs(op: str, dtype: np.dtype) -> None:
     """Non-adjacent reduced axes with rows of at most STREAM_BLOCK_BYTES: outputs k, k + m/3
-    and k + 2m/3 side by side (``_short_rows``: ``_streamed_sums3`` for float32, block by
-    block, else ``_row_sums3``; 1, 2 or 0 outputs left over), rows of whole blocks, with a
-    rest and shorter than a block, threaded and serial."""
+    and k + 2m/3 side by side (``_row_sums3``; 1, 2 or 0 outputs left over), rows that do
+    and do not fill whole vectors, threaded and serial."""
     longest = sum_l2.STREAM_BLOCK_BYTES // dtype.itemsize
     for m, row in ((7, longest), (8, longest - 3), (9, 37)):
         x = make((257, m, row), dtype, 60 + m)

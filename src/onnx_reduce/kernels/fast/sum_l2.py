@@ -6,13 +6,11 @@ first. Two kernels then cover every layout:
 
 * rows (the innermost dim is reduced: inner, all, non-adjacent axes): each output sums whole
   rows, contiguous rows vectorized a 1 KiB block at a time with a software prefetch of the
-  memory 4 KiB ahead (:func:`_streamed_sum`; float32 rows of 1 KiB and more, one per output,
-  three outputs side by side, 256 B blocks each prefetched 2 KiB ahead:
-  :func:`_rows_in_thirds`); when each output has several rows, neighbouring outputs take the
-  same row index together (their rows are usually neighbours in memory; rows of at most 1 KiB
-  three outputs a third of the block apart, side by side); when there are few outputs, each
-  output's reduced range is cut in pieces that threads share, and the pieces are combined in a
-  fixed order;
+  memory 4 KiB ahead (:func:`_streamed_sum`); when each output has several rows, neighbouring
+  outputs take the same row index together (their rows are usually neighbours in memory; rows
+  of at most 1 KiB three outputs a third of the block apart, side by side); when
+  there are few outputs, each output's reduced range is cut in pieces that threads share, and the
+  pieces are combined in a fixed order;
 * columns (the innermost dim is kept: outer, middle): a block of up to ``COLUMNS`` adjacent
   outputs adds the matching slice of every reduced row into accumulators that stay in cache,
   several rows per update, each read in order (one from each third of the range, or two
@@ -108,15 +106,12 @@ _LINE_BYTES = 64
 #: :func:`_add_rows`).
 NARROW_BYTES = 256
 WIDE_BYTES = 4096
-#: float32 column slices from NARROW_BYTES up are read WIDE_BLOCK_BYTES of each row at a time,
-#: and before each block the cache lines WIDE_PREFETCH_BYTES further on in each row are hinted
-#: into L2 (wide slices: :func:`_add_wide_rows`; the three-stream ones: :func:`_add_rows`); so
-#: are the row kernel's float32 rows read three at a time (:func:`_streamed_sums3`).
+#: float32 slices from NARROW_BYTES up are read WIDE_BLOCK_BYTES of each row at a time, and
+#: before each block the cache lines WIDE_PREFETCH_BYTES further on in each row are hinted
+#: into L2 (wide slices: :func:`_add_wide_rows`; the three-stream ones: :func:`_add_rows`).
 WIDE_BLOCK_BYTES = 256
 WIDE_PREFETCH_BYTES = 2048
-#: Rows taken at a time, in thirds (three streams 16 rows apart), by the column kernel's wide
-#: float32 slices (:func:`_add_wide_rows`) and the row kernel's float32 rows of STREAM_BLOCK_BYTES
-#: and more (:func:`_rows_in_thirds`).
+#: Rows :func:`_add_wide_rows` takes at a time, in thirds (three streams 16 rows apart).
 GROUP_ROWS = 48
 
 _F64 = np.dtype(np.float64)
@@ -582,8 +577,7 @@ def _is_float32_impl(arr):
     """Whether ``arr`` holds float32 (a compile-time constant): only then do the column
     kernel's wide slices take :func:`_add_wide_rows` and its three-stream slices read 256 B
     blocks, prefetching squares too (float16, bfloat16 and int32 measured slower that way in
-    some state over the outer axis), and the row kernel's rows go three at a time in 256 B
-    blocks (:func:`_streamed_sums3`)."""
+    some state over the outer axis)."""
     flag = arr.dtype == types.float32
     return lambda arr: flag
 
@@ -603,8 +597,7 @@ def _row_sums3(base, a, b, c, n, square):
     """The sums (of squares) of ``n`` contiguous elements from ``base[a]``, ``base[b]`` and
     ``base[c]``, widened, each from 0, in one loop, each row's lines PREFETCH_BYTES ahead
     hinted first: the row kernel's rows of at most STREAM_BLOCK_BYTES when neighbouring
-    outputs take the same row (:func:`_short_rows`), three outputs a third apart; float32's
-    are read block by block instead (:func:`_streamed_sums3`).
+    outputs take the same row (:func:`_rows_range`), three outputs a third apart.
 
     One :func:`_streamed_sum` per 1 KiB row costs its set-up and a horizontal sum per row:
     two non-adjacent axes, float32 64 MiB, read from main memory 80-84% of the side-by-side
@@ -637,78 +630,6 @@ def _row_sums3(base, a, b, c, n, square):
             sb += widen(base[ub + i])
             sc += widen(base[uc + i])
     return sa, sb, sc
-
-
-@njit(cache=True, nogil=True, fastmath=_ROWS_MATH, inline="always")
-def _streamed_sums3(base, a, b, c, n, square):
-    """The float32 sums (of squares) of ``n`` contiguous elements from ``base[a]``,
-    ``base[b]`` and ``base[c]``, widened, each from 0, in one loop: a WIDE_BLOCK_BYTES block
-    of each at a time, and before each block a software prefetch of each stream's cache lines
-    WIDE_PREFETCH_BYTES further on (past a row's end, into the next row: where that stream
-    goes next in :func:`_rows_in_thirds` and :func:`_short_rows`). The block loop as in
-    :func:`_streamed_sum` (compile-time length, squares unfused).
-
-    Against :func:`_row_sums3` (each row's prefetches 4 KiB ahead all at its start, then one
-    loop over the row), two non-adjacent axes (256x256x256, axes 0 and 2: rows of 1 KiB),
-    read from main memory 12-20% faster (99-110% of the roofline kernel's speed there against
-    86-90%), in L3 the same or up to 4% faster. float16 and bfloat16 (whose widening, not
-    memory, sets the pace there) measured the same either way and stay in
-    :func:`_row_sums3`."""
-    block, line, ahead = _wide_steps(base[0])
-    last = np.uint64(base.size - 1)
-    ua = np.uint64(a)
-    ub = np.uint64(b)
-    uc = np.uint64(c)
-    un = np.uint64(n)
-    full = un // block * block
-    sa = _zero(widen(base[0]))
-    sb = sa
-    sc = sa
-    for k in range(un // block):
-        o = k * block
-        p = o + ahead
-        for q in range(block // line):
-            prefetch(base, min(ua + p + q * line, last))
-            prefetch(base, min(ub + p + q * line, last))
-            prefetch(base, min(uc + p + q * line, last))
-        if square:
-            for j in range(block):
-                sa += _square_unfused(widen(base[ua + o + j]))
-                sb += _square_unfused(widen(base[ub + o + j]))
-                sc += _square_unfused(widen(base[uc + o + j]))
-        else:
-            for j in range(block):
-                sa += widen(base[ua + o + j])
-                sb += widen(base[ub + o + j])
-                sc += widen(base[uc + o + j])
-    for j in range(full, un):
-        va = widen(base[ua + j])
-        vb = widen(base[ub + j])
-        vc = widen(base[uc + j])
-        sa += va * va if square else va
-        sb += vb * vb if square else vb
-        sc += vc * vc if square else vc
-    return sa, sb, sc
-
-
-@njit(cache=True, nogil=True, fastmath=_ROWS_MATH)
-def _short_rows(base, offs, q, row, n, square, s):
-    """Add the rows of ``n`` contiguous elements (at most STREAM_BLOCK_BYTES) at ``offs[k] +
-    row`` into ``s[k]`` for ``k < 3q``: outputs k, k + q and k + 2q side by side (float32:
-    :func:`_streamed_sums3`, else :func:`_row_sums3`).
-
-    Not inlined into :func:`_rows_range`: with the float32 loop inlined there, its long runs
-    (one output over all axes) measured 30-35% slower from memory."""
-    for k in range(q):
-        if _is_float32(base):
-            sa, sb, sc = _streamed_sums3(base, offs[k] + row, offs[k + q] + row,
-                                         offs[k + 2 * q] + row, n, square)
-        else:
-            sa, sb, sc = _row_sums3(base, offs[k] + row, offs[k + q] + row,
-                                    offs[k + 2 * q] + row, n, square)
-        s[k] += sa
-        s[k + q] += sb
-        s[k + 2 * q] += sc
 
 
 @njit(cache=True, nogil=True, fastmath=_ROWS_MATH, inline="always")
@@ -778,7 +699,12 @@ def _rows_range(base, offs, m, rsz, rst, lo, hi, square, comp, s, c):
         if not comp and s_in == 1 and n * base.itemsize <= STREAM_BLOCK_BYTES:
             q = m // 3  # short rows: outputs k, k + m/3, k + 2m/3 side by side
             k0 = 3 * q
-            _short_rows(base, offs, q, row, n, square, s)
+            for k in range(q):
+                sa, sb, sc = _row_sums3(base, offs[k] + row, offs[k + q] + row,
+                                        offs[k + 2 * q] + row, n, square)
+                s[k] += sa
+                s[k + q] += sb
+                s[k + 2 * q] += sc
         for k in range(k0, m):
             a = offs[k] + row
             if comp:
@@ -798,53 +724,6 @@ def _rows_range(base, offs, m, rsz, rst, lo, hi, square, comp, s, c):
         pos += n
         t += 1
         j = 0
-
-
-@njit(cache=True, nogil=True, fastmath=_ROWS_MATH)
-def _whole_rows(base, ksz, kst, n, square, out, w0, w1):
-    """Outputs ``[w0, w1)`` of the row kernel when each is one contiguous row of ``n``
-    elements (no per-output calls: short rows are common): float32 rows of
-    STREAM_BLOCK_BYTES and more three at a time (:func:`_rows_in_thirds`), the rest one at a
-    time (:func:`_streamed_sum`).
-
-    A function of its own, not a branch of :func:`_rows_work`: with the three-row loop in
-    there, the long runs of :func:`_rows_range` (one output over all axes, float32 64 MiB)
-    measured 30-42% slower read from memory (the same in L3), in four full suite runs as in
-    one process."""
-    zero = _zero(widen(base[0]))
-    nk = ksz.size
-    if _is_float32(base) and nk == 1 and n * 4 >= STREAM_BLOCK_BYTES:
-        w0 = _rows_in_thirds(base, kst[0], n, square, out, w0, w1)
-    for o in range(w0, w1):
-        a = o * kst[0] if nk == 1 else _offset(o, ksz, kst, nk)
-        _finish(out, o, _streamed_sum(base, a, n, square), zero, square)
-
-
-@njit(cache=True, nogil=True)
-def _rows_in_thirds(base, stride, n, square, out, w0, w1):
-    """Outputs ``[w0, w1)`` of float32 rows of ``n`` contiguous elements (at least
-    STREAM_BLOCK_BYTES), output ``o``'s row from ``base[o * stride]``: GROUP_ROWS outputs at a
-    time, and in each group output o of each third side by side (:func:`_streamed_sums3`).
-    Returns the first output of the 0-2 left for the caller.
-
-    Three streams 16 rows apart, each prefetched 2 KiB ahead into its next row: float32 64 MiB
-    in one process, against one row at a time (:func:`_streamed_sum`, 1 KiB blocks 4 KiB
-    ahead), read from main memory after another job's writes 4-9% faster for rows of 1-16 KiB
-    (ReduceL2 4096x4096 97-98% of the roofline kernel's speed there against 92%), in L3 the
-    same or 2-3% faster; rows of 512 B and less measured up to 25% slower that way and stay
-    one at a time."""
-    zero = _zero(widen(base[0]))
-    g = w0
-    while g + 3 <= w1:
-        t = min(GROUP_ROWS, w1 - g) // 3
-        for o in range(g, g + t):
-            sa, sb, sc = _streamed_sums3(base, o * stride, (o + t) * stride,
-                                         (o + 2 * t) * stride, n, square)
-            _finish(out, o, sa, zero, square)
-            _finish(out, o + t, sb, zero, square)
-            _finish(out, o + 2 * t, sc, zero, square)
-        g += 3 * t
-    return g
 
 
 @njit(cache=True, nogil=True)
@@ -869,7 +748,12 @@ def _rows_work(base, geo, block, pieces, square, comp, out, hi, lo, w0, w1):
         n_red *= rsz[d]
     zero = _zero(widen(base[0]))
     if block == 1 and pieces == 1 and rsz.size == 1 and rst[0] == 1 and not comp:
-        _whole_rows(base, ksz, kst, rsz[0], square, out, w0, w1)
+        # one contiguous row per output: no per-output calls (short rows are common)
+        n = rsz[0]
+        nk = ksz.size
+        for o in range(w0, w1):
+            a = o * kst[0] if nk == 1 else _offset(o, ksz, kst, nk)
+            _finish(out, o, _streamed_sum(base, a, n, square), zero, square)
         return
     offs = np.empty(block, np.int64)
     s = np.full(block, zero)
