@@ -406,9 +406,10 @@ def test_streaming_column_kernel(op: str, dtype: np.dtype) -> None:
 def test_wide_column_slices_block_by_block(op: str, dtype: np.dtype) -> None:
     """Wide slices (``_add_wide_rows`` for float32, ``_add_rows`` for the rest): added
     WIDE_BLOCK_BYTES of each row at a time, then the part block left: widths a whole number of
-    blocks, one element short and over, 0-3 rows left over, reduced rows that do not merge
-    into one dim (the offsets spelled out), and the last rows of the array (the prefetches
-    clamped to its end)."""
+    blocks, one element short and over; rows left over for the caller (float32: one GROUP_ROWS
+    group, then a shorter one, 0-2 left; the rest two from each half, 0-3 left); reduced rows
+    that do not merge into one dim (the offsets spelled out), and the last rows of the array
+    (the prefetches clamped to its end)."""
     block = sum_l2.WIDE_BLOCK_BYTES // dtype.itemsize
     wide = -(-sum_l2.WIDE_BYTES // dtype.itemsize // block) * block  # a whole number of blocks
     rows = -(-sum_l2.PARALLEL_MIN // wide)

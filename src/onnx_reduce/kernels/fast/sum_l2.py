@@ -585,7 +585,8 @@ def _is_float32_impl(arr):
 @overload(_wide_steps)
 def _wide_steps_impl(element):
     """(block, cache line, prefetch distance) of :func:`_add_wide_rows` in elements of the
-    type of ``element``, as compile-time constants."""
+    type of ``element``, as compile-time constants (the three-stream float32 slices of
+    :func:`_add_rows` take the block and line)."""
     size = element.bitwidth // 8
     steps = (np.uint64(WIDE_BLOCK_BYTES // size), np.uint64(_LINE_BYTES // size),
              np.uint64(WIDE_PREFETCH_BYTES // size))
@@ -964,7 +965,8 @@ def _add_wide_rows(base, off, r0, r1, rsz, rst, width, s, square):
     slower in L3; 256 B blocks 4 KiB ahead gained only 1-3% from memory, 1 KiB and 2 KiB ahead
     5-12% (thirds: 1 KiB ahead the same as 2 KiB, 4 KiB 2-13% slower); ``prefetchnta`` (into
     L1 only: the L2's own prefetcher no longer helps) took twice as long. The other dtypes
-    stay in :func:`_add_rows`, each measured slower with blocks and prefetches in some state:
+    stay in :func:`_add_rows`, each measured slower with blocks and prefetches in some state
+    (in the two-halves form; not measured again in thirds):
     float64 (TwoSum per element) no faster from memory and 6-7% slower in L3; float16 and
     bfloat16 (half the bytes per element widened) 2-7% slower from memory; int32 sums 9%
     faster from memory but 9% slower in L3. A function of its own: written into the loop over
