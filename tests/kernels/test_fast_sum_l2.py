@@ -336,14 +336,46 @@ def test_streaming_row_kernels(op: str, dtype: np.dtype) -> None:
 @pytest.mark.parametrize("dtype", STREAM_DTYPES, ids=[d.name for d in STREAM_DTYPES])
 def test_short_rows_of_adjacent_outputs(op: str, dtype: np.dtype) -> None:
     """Non-adjacent reduced axes with rows of at most STREAM_BLOCK_BYTES: outputs k, k + m/3
-    and k + 2m/3 side by side (``_row_sums3``; 1, 2 or 0 outputs left over), rows that do
-    and do not fill whole vectors, threaded and serial."""
+    and k + 2m/3 side by side (1, 2 or 0 outputs left over; threaded float32 in a kernel of
+    its own, ``_streamed_sums3``, else ``_row_sums3``), rows of whole blocks, with a rest and
+    shorter than a block, threaded and serial. The reductions are long enough for one work
+    item to take all m outputs (their rows are neighbours), cut in pieces for the threads."""
     longest = sum_l2.STREAM_BLOCK_BYTES // dtype.itemsize
+    threads = numba.get_num_threads()
     for m, row in ((7, longest), (8, longest - 3), (9, 37)):
-        x = make((257, m, row), dtype, 60 + m)
+        n = -(-2 * threads * sum_l2.MIN_PIECE_ELEMENTS // row) + 1
+        x = make((n, m, row), dtype, 60 + m)
+        geo, _ = sum_l2._c_geometry(x.shape, (0, 2))
+        assert sum_l2._rows_schedule(geo, dtype.itemsize, threads, 64)[0] == m
         assert_close(run(op, x, [0, 2]), expected(x, (0, 2), op))
         y = x[::-2]  # serial, canonical path
         assert_close(run(op, y, [0, 2]), expected(y, (0, 2), op))
+
+
+@pytest.mark.parametrize(
+    ("shape", "axes", "dtype", "kernel"),
+    [
+        ((256, 256, 256), (0, 2), np.float32, "_short_rows_parallel"),  # rows of 1 KiB
+        ((64, 64, 64, 64), (1, 3), np.float32, "_short_rows_parallel"),
+        ((256, 256, 255), (0, 2), np.float32, "_short_rows_parallel"),  # with a rest
+        ((256, 256, 256), (0, 2), np.float16, "_rows_parallel"),
+        ((256, 256, 256), (0, 2), np.float64, "_rows_parallel"),
+        ((64, 256, 257), (0, 2), np.float32, "_rows_parallel"),  # rows of 1028 B
+        ((4096, 256), (1,), np.float32, "_rows_parallel"),  # one row per output
+        ((4096, 4096), (0, 1), np.float32, "_rows_parallel"),  # one output
+        ((256, 256, 256), (0, 1), np.float32, "_cols_parallel"),
+    ],
+)
+def test_short_float32_rows_take_their_own_kernel(shape, axes, dtype, kernel) -> None:
+    """float32 outputs that each sum several contiguous rows of at most STREAM_BLOCK_BYTES
+    (non-adjacent axes) take ``_short_rows_parallel``, everything else the row or column
+    kernel as before (which must not compile its loop)."""
+    dtype = np.dtype(dtype)
+    geo, inner = sum_l2._c_geometry(shape, axes)
+    size = math.prod(shape)
+    n_out = size // math.prod(shape[a] for a in axes)
+    chosen, _, _ = sum_l2._threaded(geo, inner, size, n_out, dtype)
+    assert chosen is getattr(sum_l2, kernel)
 
 
 @pytest.mark.parametrize("op", ["sum", "l2"])
