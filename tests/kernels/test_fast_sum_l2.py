@@ -333,6 +333,32 @@ def test_streaming_row_kernels(op: str, dtype: np.dtype) -> None:
 
 
 @pytest.mark.parametrize("op", ["sum", "l2"])
+def test_float32_rows_three_outputs_at_a_time(op: str) -> None:
+    """float32 rows of STREAM_BLOCK_BYTES and more, one per output (``_rows_in_thirds``, in
+    ``_float32_rows_parallel``):
+    work items of whole GROUP_ROWS groups and a shorter last one, with 0-2 outputs left for
+    one at a time; rows of whole WIDE_BLOCK_BYTES blocks and with a rest; rows that are not
+    adjacent (a column slice: the stride is not the row length); the last rows of the array
+    (the prefetches clamped to its end)."""
+    dtype = np.dtype(np.float32)
+    shortest = sum_l2.STREAM_BLOCK_BYTES // dtype.itemsize
+    block = sum_l2.WIDE_BLOCK_BYTES // dtype.itemsize
+    items = sum_l2.CHUNKS_PER_THREAD * numba.get_num_threads()
+    per_item = 2 * sum_l2.GROUP_ROWS + 4  # two whole groups, then three rows and one left
+    cases = [
+        (make((items * per_item, shortest), dtype, 80), [1]),
+        (make((items * per_item + 1, shortest + block // 2 + 1), dtype, 81), [1]),
+        (make((items * per_item + 2, 3 * shortest - 1), dtype, 82), [1]),
+        (make((items * per_item + 5, shortest + 40), dtype, 83)[:, :shortest + 7], [1]),
+    ]
+    for x, axes in cases:
+        assert x.size >= sum_l2.PARALLEL_MIN
+        if x.flags.c_contiguous:
+            assert sum_l2._three_streams(sum_l2._c_geometry(x.shape, (1,))[0], dtype)
+        assert_close(run(op, x, axes), expected(x, tuple(axes), op))
+
+
+@pytest.mark.parametrize("op", ["sum", "l2"])
 @pytest.mark.parametrize("dtype", STREAM_DTYPES, ids=[d.name for d in STREAM_DTYPES])
 def test_short_rows_of_adjacent_outputs(op: str, dtype: np.dtype) -> None:
     """Non-adjacent reduced axes with rows of at most STREAM_BLOCK_BYTES: outputs k, k + m/3
@@ -355,21 +381,24 @@ def test_short_rows_of_adjacent_outputs(op: str, dtype: np.dtype) -> None:
 @pytest.mark.parametrize(
     ("shape", "axes", "dtype", "kernel"),
     [
-        ((256, 256, 256), (0, 2), np.float32, "_short_rows_parallel"),  # rows of 1 KiB
-        ((64, 64, 64, 64), (1, 3), np.float32, "_short_rows_parallel"),
-        ((256, 256, 255), (0, 2), np.float32, "_short_rows_parallel"),  # with a rest
+        ((256, 256, 256), (0, 2), np.float32, "_float32_rows_parallel"),  # rows of 1 KiB
+        ((64, 64, 64, 64), (1, 3), np.float32, "_float32_rows_parallel"),
+        ((256, 256, 255), (0, 2), np.float32, "_float32_rows_parallel"),  # with a rest
         ((256, 256, 256), (0, 2), np.float16, "_rows_parallel"),
         ((256, 256, 256), (0, 2), np.float64, "_rows_parallel"),
         ((64, 256, 257), (0, 2), np.float32, "_rows_parallel"),  # rows of 1028 B
-        ((4096, 256), (1,), np.float32, "_rows_parallel"),  # one row per output
+        ((4096, 256), (1,), np.float32, "_float32_rows_parallel"),  # one 1 KiB row each
+        ((4096, 255), (1,), np.float32, "_rows_parallel"),  # rows under 1 KiB
+        ((4096, 256), (1,), np.float64, "_rows_parallel"),
         ((4096, 4096), (0, 1), np.float32, "_rows_parallel"),  # one output
         ((256, 256, 256), (0, 1), np.float32, "_cols_parallel"),
     ],
 )
-def test_short_float32_rows_take_their_own_kernel(shape, axes, dtype, kernel) -> None:
+def test_float32_three_stream_rows_take_their_own_kernel(shape, axes, dtype, kernel) -> None:
     """float32 outputs that each sum several contiguous rows of at most STREAM_BLOCK_BYTES
-    (non-adjacent axes) take ``_short_rows_parallel``, everything else the row or column
-    kernel as before (which must not compile its loop)."""
+    (non-adjacent axes), or one of STREAM_BLOCK_BYTES and more (inner axis), take
+    ``_float32_rows_parallel``; everything else the row or column kernel as before (whose
+    compiled code must not hold the three-stream loops)."""
     dtype = np.dtype(dtype)
     geo, inner = sum_l2._c_geometry(shape, axes)
     size = math.prod(shape)

@@ -9,7 +9,7 @@ first. Two kernels then cover every layout:
   memory 4 KiB ahead (:func:`_streamed_sum`); when each output has several rows, neighbouring
   outputs take the same row index together (their rows are usually neighbours in memory; rows
   of at most 1 KiB three outputs a third of the block apart, side by side, float32 ones block
-  by block in a kernel of their own, :func:`_short_rows_parallel`); when there are few
+  by block in a kernel of their own, :func:`_float32_rows_parallel`); when there are few
   outputs, each output's reduced range is cut in pieces that threads share, and the pieces
   are combined in a fixed order;
 * columns (the innermost dim is kept: outer, middle): a block of up to ``COLUMNS`` adjacent
@@ -110,7 +110,7 @@ WIDE_BYTES = 4096
 #: float32 slices from NARROW_BYTES up are read WIDE_BLOCK_BYTES of each row at a time, and
 #: before each block the cache lines WIDE_PREFETCH_BYTES further on in each row are hinted
 #: into L2 (wide slices: :func:`_add_wide_rows`; the three-stream ones: :func:`_add_rows`); so
-#: are the row kernel's short float32 rows, three at a time (:func:`_streamed_sums3`).
+#: are the row kernel's float32 rows read three at a time (:func:`_streamed_sums3`).
 WIDE_BLOCK_BYTES = 256
 WIDE_PREFETCH_BYTES = 2048
 #: Rows :func:`_add_wide_rows` takes at a time, in thirds (three streams 16 rows apart).
@@ -306,23 +306,28 @@ def _threaded(geo: np.ndarray, inner: bool, size: int, n_out: int, dtype: np.dty
     need = n_out * most * (2 if comp else 1) if most > 1 else 0
     if not inner:
         return _cols_parallel, most, need
-    return (_short_rows_parallel if _short_float32_rows(geo, dtype) else _rows_parallel), most, need
+    return (_float32_rows_parallel if _three_streams(geo, dtype) else _rows_parallel), most, need
 
 
-def _short_float32_rows(geo: np.ndarray, dtype: np.dtype) -> bool:
-    """Whether the row kernel's outputs each sum several contiguous float32 rows of at most
-    STREAM_BLOCK_BYTES (:func:`_short_rows_parallel`).
+def _three_streams(geo: np.ndarray, dtype: np.dtype) -> bool:
+    """Whether the row kernel reads three float32 streams at a time
+    (:func:`_float32_rows_parallel`): each output sums several contiguous rows of at most
+    STREAM_BLOCK_BYTES (non-adjacent axes), or one of STREAM_BLOCK_BYTES and more (inner axis).
 
-    >>> bool(_short_float32_rows(_c_geometry((256, 256, 256), (0, 2))[0], np.dtype(np.float32)))
-    True
-    >>> bool(_short_float32_rows(_c_geometry((4096, 4096), (1,))[0], np.dtype(np.float32)))
-    False
+    >>> f32 = np.dtype(np.float32)
+    >>> [bool(_three_streams(_c_geometry(shape, axes)[0], f32))
+    ...  for shape, axes in [((256, 256, 256), (0, 2)), ((4096, 4096), (1,)),
+    ...                      ((4096, 128), (1,)), ((4096, 4096), (0, 1))]]
+    [True, True, False, False]
     """
     nk, nr = int(geo[0]), int(geo[1])
     row = int(geo[1 + 2 * nk + nr])  # the innermost reduced dim: its size, then its stride
     n_red = math.prod(int(v) for v in geo[2 + 2 * nk:2 + 2 * nk + nr])
-    return (dtype == np.float32 and int(geo[1 + 2 * nk + 2 * nr]) == 1
-            and row * dtype.itemsize <= STREAM_BLOCK_BYTES and n_red > row)
+    if dtype != np.float32 or int(geo[1 + 2 * nk + 2 * nr]) != 1:
+        return False
+    if n_red == row:  # one row per output
+        return nk == 1 and row * dtype.itemsize >= STREAM_BLOCK_BYTES
+    return row * dtype.itemsize <= STREAM_BLOCK_BYTES
 
 
 def _launch(kernel, base, geo, square, out, most, need, acc) -> None:
@@ -661,7 +666,7 @@ def _streamed_sums3(base, a, b, c, n, square):
     of each at a time, and before each block a software prefetch of each stream's cache lines
     WIDE_PREFETCH_BYTES further on (past a row's end, into the next row: where that stream
     goes next). The block loop as in :func:`_streamed_sum` (compile-time length, squares
-    unfused). The short rows of :func:`_short_rows_parallel`.
+    unfused). The rows of :func:`_float32_rows_parallel`.
 
     Against :func:`_row_sums3` (each row's prefetches 4 KiB ahead all at its start, then one
     loop over the row), two non-adjacent axes (256x256x256, axes 0 and 2: rows of 1 KiB),
@@ -756,13 +761,13 @@ def _offset(index, sizes, strides, last):
 
 
 @njit(cache=True, nogil=True, fastmath=_ROWS_MATH)
-def _rows_range(base, offs, m, rsz, rst, lo, hi, square, comp, s, c, short):
+def _rows_range(base, offs, m, rsz, rst, lo, hi, square, comp, s, c, three):
     """Add flat reduced indices ``[lo, hi)`` of the ``m`` outputs at element offsets
     ``offs[:m]`` into ``s[:m]`` (and ``c``). Row by row, all ``m`` outputs take the same row:
-    neighbouring outputs' rows are often neighbours in memory. ``short`` (a compile-time
-    constant): rows of at most STREAM_BLOCK_BYTES three outputs at a time block by block
-    (:func:`_streamed_sums3`; only float32 in :func:`_short_rows_parallel`), else each row
-    in one loop (:func:`_row_sums3`)."""
+    neighbouring outputs' rows are often neighbours in memory; rows of at most
+    STREAM_BLOCK_BYTES three outputs at a time, block by block when ``three`` (a compile-time
+    constant: float32 in :func:`_float32_rows_parallel`, :func:`_streamed_sums3`), else each
+    row in one loop (:func:`_row_sums3`)."""
     nr = rsz.size
     n_in = rsz[nr - 1]
     s_in = rst[nr - 1]
@@ -777,7 +782,7 @@ def _rows_range(base, offs, m, rsz, rst, lo, hi, square, comp, s, c, short):
             q = m // 3  # short rows: outputs k, k + m/3, k + 2m/3 side by side
             k0 = 3 * q
             for k in range(q):
-                if short:
+                if three:
                     sa, sb, sc = _streamed_sums3(base, offs[k] + row, offs[k + q] + row,
                                                  offs[k + 2 * q] + row, n, square)
                 else:
@@ -808,6 +813,34 @@ def _rows_range(base, offs, m, rsz, rst, lo, hi, square, comp, s, c, short):
 
 
 @njit(cache=True, nogil=True)
+def _rows_in_thirds(base, stride, n, square, out, w0, w1):
+    """Outputs ``[w0, w1)`` of float32 rows of ``n`` contiguous elements (at least
+    STREAM_BLOCK_BYTES), output ``o``'s row from ``base[o * stride]``: GROUP_ROWS outputs at a
+    time, and in each group output o of each third side by side (:func:`_streamed_sums3`).
+    Returns the first output of the 0-2 left for the caller.
+
+    Three streams 16 rows apart, each prefetched 2 KiB ahead into its next row, against one
+    row at a time (:func:`_streamed_sum`, 1 KiB blocks 4 KiB ahead): float32 64 MiB loaded
+    from numba's cache, read from memory after another job's writes, rows of 1 KiB 7-13%
+    faster, 4 KiB 9-12%, 16 KiB 3-7% (ReduceL2 4096x4096 95-96% of the roofline kernel's
+    speed there against 89%), 64 KiB 4-6%, 256 KiB 0-6%; from a clean cache 3-9%; in L3 the
+    same. Rows of 512 B and less measured up to 25% slower that way (freshly compiled) and
+    stay one at a time."""
+    zero = _zero(widen(base[0]))
+    g = w0
+    while g + 3 <= w1:
+        t = min(GROUP_ROWS, w1 - g) // 3
+        for o in range(g, g + t):
+            sa, sb, sc = _streamed_sums3(base, o * stride, (o + t) * stride,
+                                         (o + 2 * t) * stride, n, square)
+            _finish(out, o, sa, zero, square)
+            _finish(out, o + t, sb, zero, square)
+            _finish(out, o + 2 * t, sc, zero, square)
+        g += 3 * t
+    return g
+
+
+@njit(cache=True, nogil=True)
 def _unpack(geo):
     """Kept sizes, kept strides, reduced sizes, reduced strides (views of ``geo``)."""
     nk = geo[0]
@@ -817,7 +850,7 @@ def _unpack(geo):
 
 
 @njit(cache=True, nogil=True, fastmath=_ROWS_MATH)
-def _rows_work(base, geo, block, pieces, square, comp, out, hi, lo, w0, w1, short):
+def _rows_work(base, geo, block, pieces, square, comp, out, hi, lo, w0, w1, three):
     """Work items ``[w0, w1)`` of the row kernel: item ``w`` is piece ``w % pieces`` of the
     ``block`` outputs from ``(w // pieces) * block`` on (canonical kept order)."""
     ksz, kst, rsz, rst = _unpack(geo)
@@ -832,6 +865,8 @@ def _rows_work(base, geo, block, pieces, square, comp, out, hi, lo, w0, w1, shor
         # one contiguous row per output: no per-output calls (short rows are common)
         n = rsz[0]
         nk = ksz.size
+        if three and nk == 1 and n * base.itemsize >= STREAM_BLOCK_BYTES:
+            w0 = _rows_in_thirds(base, kst[0], n, square, out, w0, w1)
         for o in range(w0, w1):
             a = o * kst[0] if nk == 1 else _offset(o, ksz, kst, nk)
             _finish(out, o, _streamed_sum(base, a, n, square), zero, square)
@@ -849,7 +884,7 @@ def _rows_work(base, geo, block, pieces, square, comp, out, hi, lo, w0, w1, shor
             s[k] = zero
             c[k] = zero
         _rows_range(base, offs, m, rsz, rst, n_red * p // pieces, n_red * (p + 1) // pieces,
-                    square, comp, s, c, short)
+                    square, comp, s, c, three)
         for k in range(m):
             if pieces == 1:
                 _finish(out, o0 + k, s[k], c[k], square)
@@ -877,12 +912,15 @@ def _rows_parallel(base, geo, square, out, scratch, most):
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _short_rows_parallel(base, geo, square, out, scratch, most):
-    """:func:`_rows_parallel` for float32 rows of at most STREAM_BLOCK_BYTES, several per
-    output (non-adjacent axes): three outputs' rows a block at a time (:func:`_streamed_sums3`).
+def _float32_rows_parallel(base, geo, square, out, scratch, most):
+    """:func:`_rows_parallel` reading three float32 streams at a time, a block of each
+    (:func:`_streamed_sums3`; the layouts: :func:`_three_streams`): rows of at most
+    STREAM_BLOCK_BYTES, several per output (non-adjacent axes), three outputs' rows side by
+    side; whole rows of STREAM_BLOCK_BYTES and more, one per output (inner axis), three at a
+    time (:func:`_rows_in_thirds`).
 
     A kernel of its own, chosen before the call (:func:`_threaded`), so that the code of
-    :func:`_rows_parallel` stays as it was: with this loop in the same compiled kernel, the
+    :func:`_rows_parallel` stays as it was: with these loops in the same compiled kernel, the
     long runs of one output (all axes, float32 64 MiB) read from memory 1.25-1.45x slower
     whenever the kernel came from numba's disk cache. (Loaded from the cache, a kernel runs
     its own copies of the functions it calls; compiled in the process, it calls the copies
