@@ -8,10 +8,11 @@ first. Two kernels then cover every layout:
   rows, contiguous rows vectorized a 1 KiB block at a time with a software prefetch of the
   memory 4 KiB ahead (:func:`_streamed_sum`); when each output has several rows, neighbouring
   outputs take the same row index together (their rows are usually neighbours in memory; rows
-  of at most 1 KiB three outputs a third of the block apart, side by side, float32 ones block
-  by block in a kernel of their own, :func:`_float32_rows_parallel`); when there are few
+  of at most 1 KiB three outputs a third of the block apart, side by side); when there are few
   outputs, each output's reduced range is cut in pieces that threads share, and the pieces
-  are combined in a fixed order;
+  are combined in a fixed order. float32 rows of at most 1 KiB (several per output) and of
+  1 KiB and more (one per output) are read three streams at a time, a 256 B block of each, in
+  a kernel of their own (:func:`_float32_rows_parallel`);
 * columns (the innermost dim is kept: outer, middle): a block of up to ``COLUMNS`` adjacent
   outputs adds the matching slice of every reduced row into accumulators that stay in cache,
   several rows per update, each read in order (one from each third of the range, or two
@@ -823,7 +824,7 @@ def _rows_in_thirds(base, stride, n, square, out, w0, w1):
     row at a time (:func:`_streamed_sum`, 1 KiB blocks 4 KiB ahead): float32 64 MiB loaded
     from numba's cache, read from memory after another job's writes, rows of 1 KiB 7-13%
     faster, 4 KiB 9-12%, 16 KiB 3-7% (ReduceL2 4096x4096 95-96% of the roofline kernel's
-    speed there against 89%), 64 KiB 4-6%, 256 KiB 0-6%; from a clean cache 3-9%; in L3 the
+    speed there against 89%), 64 KiB 3-6%, 256 KiB 0-6%; from a clean cache 3-9%; in L3 the
     same. Rows of 512 B and less measured up to 25% slower that way (freshly compiled) and
     stay one at a time."""
     zero = _zero(widen(base[0]))
