@@ -1,8 +1,9 @@
 """Differential tests against onnxruntime, and one test per known difference.
 
 Part 1 runs random shapes, axes, keepdims and noop_with_empty_axes at every operator version
-onnxruntime can load (it has no opset 27/28), for the dtypes its CPU kernels have (float, double,
-int32, int64), and compares within a bound justified by the dtype (see ``float_bound``).
+onnxruntime can load (``ort_max_opset``: 1.31 has no opset 27/28), for the dtypes its CPU
+kernels have (float, double, int32, int64), and compares within a bound justified by the dtype
+(see ``float_bound``).
 
 Part 2 documents each known difference (also listed in ``docs/onnxruntime-differences.md``):
 every test asserts our result against the exact value (``mpmath``, ``math.isqrt``, integer
@@ -13,7 +14,6 @@ math the recorded verdict says so instead of failing.
 
 from __future__ import annotations
 
-import functools
 import math
 
 import mpmath
@@ -25,6 +25,7 @@ from onnx import numpy_helper
 
 from onnx_reduce import reduce_l2, reduce_log_sum_exp, reduce_sum
 from onnx_reduce.spec import OPS, VERSIONS, bfloat16, resolve
+from onnxruntime_opsets import ort_max_opset
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -82,16 +83,6 @@ def run_ort(op: str, opset: int, x: np.ndarray, axes=None, keepdims=None, noop=N
         return session.run(None, feeds)[0]
     except Exception as error:  # onnxruntime raises its own exception classes
         return f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"
-
-
-@functools.cache
-def ort_max_opset() -> int:
-    """The newest default-domain opset this onnxruntime loads (1.31 loads up to 26)."""
-    x = np.ones(2, np.float32)
-    for opset in range(28, 17, -1):
-        if not isinstance(run_ort("ReduceSum", opset, x), str):
-            return opset
-    return 17
 
 
 def ours(op: str, opset: int, x: np.ndarray, axes=None, keepdims=None, noop=None):
