@@ -321,11 +321,13 @@ def _three_streams(geo: np.ndarray, dtype: np.dtype) -> bool:
     ...                      ((4096, 128), (1,)), ((4096, 4096), (0, 1))]]
     [True, True, False, False]
     """
-    nk, nr = int(geo[0]), int(geo[1])
-    row = int(geo[1 + 2 * nk + nr])  # the innermost reduced dim: its size, then its stride
-    n_red = math.prod(int(v) for v in geo[2 + 2 * nk:2 + 2 * nk + nr])
-    if dtype != np.float32 or int(geo[1 + 2 * nk + 2 * nr]) != 1:
+    if dtype != np.float32:
         return False
+    nk, nr = int(geo[0]), int(geo[1])
+    if int(geo[1 + 2 * nk + 2 * nr]) != 1:  # the innermost reduced dim's stride
+        return False
+    row = int(geo[1 + 2 * nk + nr])  # its size
+    n_red = math.prod(int(v) for v in geo[2 + 2 * nk:2 + 2 * nk + nr])
     if n_red == row:  # one row per output
         return nk == 1 and row * dtype.itemsize >= STREAM_BLOCK_BYTES
     return row * dtype.itemsize <= STREAM_BLOCK_BYTES
