@@ -4,12 +4,19 @@ Usage::
 
     .venv/bin/python benchmarks/ulp_report.py            # Markdown tables on stdout
     .venv/bin/python benchmarks/ulp_report.py --quick    # smaller arrays (a few seconds)
+    .venv/bin/python benchmarks/ulp_report.py --hard     # the families built to break the bound
 
 Errors are ``|result - exact| / ulp(exact)`` in ulps of the output dtype (tests/oracle.py), so a
 correctly rounded result scores <= 0.5. Data (seeded): ReduceSum of uniform [0, 1) values
 (well-conditioned: the error is the kernel's, not the data's), ReduceL2 of standard normal
 values, ReduceLogSumExp of standard normal values times 10. Shapes: 64 x 1000 for the 2-D
 layouts, 30 x 40 x 50 for the 3-D ones.
+
+``--hard`` measures instead the families built to break the bound: ReduceLogSumExp slices whose
+result nearly cancels the shift (log-softmax rows, whose LSE is ~0 by construction; pairs
+``[a, log1p(-exp(a))]`` rounded, whose LSE is a few ulps of 1 from 0), and float sums and L2 of
+constant and same-sign rows of every length around the kernels' block sizes, each as rows
+(inner axis) and as columns (outer axis).
 """
 
 from __future__ import annotations
@@ -91,6 +98,71 @@ def measure(paths: list[str], quick: bool) -> dict:
     return results
 
 
+HARD_LENGTHS = (1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256,
+                257, 511, 512, 513, 1023, 1024, 1025, 2047, 2048, 4097, 8193, 20000)
+
+
+def _log_softmax_rows(rng: np.random.Generator, shape: tuple[int, int], dtype) -> np.ndarray:
+    x = rng.standard_normal(shape) * 3
+    peak = x.max(axis=1, keepdims=True)
+    lse = peak + np.log(np.exp(x - peak).sum(axis=1, keepdims=True))
+    return (x - lse).astype(dtype)
+
+
+def _cancelling_pairs(rng: np.random.Generator, count: int, dtype) -> np.ndarray:
+    a = rng.uniform(-3.0, -0.05, count).astype(dtype)
+    b = np.log1p(-np.exp(a.astype(np.float64))).astype(dtype)
+    return np.stack([a, b], axis=1)
+
+
+def hard_cases(rng: np.random.Generator):
+    """Yield (family, op, dtype name, 2-D array of rows): see the module docstring."""
+    for dname, dtype in DTYPES.items():
+        yield "log-softmax rows (300x20)", "ReduceLogSumExp", dname, \
+            _log_softmax_rows(rng, (300, 20), dtype)
+        yield "log-softmax rows (8x5000)", "ReduceLogSumExp", dname, \
+            _log_softmax_rows(rng, (8, 5000), dtype)
+        yield "pairs near -ln 2", "ReduceLogSumExp", dname, _cancelling_pairs(rng, 300, dtype)
+    for dname in ("f32", "f64"):
+        dtype = DTYPES[dname]
+        for n in HARD_LENGTHS:
+            constant = np.full((4, n), 0.1, dtype) * rng.uniform(0.5, 2.0, (4, 1)).astype(dtype)
+            same_sign = rng.random((4, n)).astype(dtype)
+            for op in ("ReduceSum", "ReduceL2"):
+                yield f"constant rows (n <= {n})", op, dname, constant
+                yield f"same-sign rows (n <= {n})", op, dname, same_sign
+
+
+def measure_hard(paths: list[str]) -> dict:
+    """{(family, op, dtype, layout, path): max ulp}; rows by length fold into one family each."""
+    results: dict = {}
+    for family, op, dname, rows in hard_cases(np.random.default_rng(2026)):
+        family = family.split(" (n <=")[0]
+        dtype = DTYPES[dname]
+        for layout, data, axes in (("rows", rows, [1]), ("columns", np.ascontiguousarray(rows.T),
+                                                        [0])):
+            exact = oracle.exact(op, data, axes).reshape(-1)
+            for path in paths:
+                result = run_path(op, path, data, axes)
+                if result is None:
+                    continue
+                error = max(oracle.ulp_error(r, x, dtype) for r, x in
+                            zip(result.reshape(-1).tolist(), exact, strict=True))
+                key = (family, op, dname, layout, path)
+                results[key] = max(results.get(key, 0.0), error)
+    return results
+
+
+def markdown_hard(results: dict, paths: list[str]) -> str:
+    lines = ["| family | op | dtype | layout | " + " | ".join(paths) + " |",
+             "|---|---|---|---|" + "---|" * len(paths)]
+    for family, op, dname, layout in dict.fromkeys(k[:4] for k in results):
+        cells = [results.get((family, op, dname, layout, p)) for p in paths]
+        lines.append(f"| {family} | {op} | {dname} | {layout} | "
+                     + " | ".join("—" if c is None else f"{c:.3g}" for c in cells) + " |")
+    return "\n".join(lines)
+
+
 def markdown(results: dict, paths: list[str]) -> str:
     lines = []
     for path in paths:
@@ -116,11 +188,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paths", default="reference,auto",
                         help="comma-separated kernel paths (reference, auto, fast)")
     parser.add_argument("--quick", action="store_true", help="small arrays (smoke test)")
+    parser.add_argument("--hard", action="store_true",
+                        help="the near-cancellation and constant-row families instead")
     args = parser.parse_args(argv)
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     start = time.perf_counter()
-    results = measure(paths, args.quick)
-    print(markdown(results, paths))
+    if args.hard:
+        print(markdown_hard(measure_hard(paths), paths))
+    else:
+        print(markdown(measure(paths, args.quick), paths))
     print(f"\n({time.perf_counter() - start:.0f} s)", file=sys.stderr)
     return 0
 
