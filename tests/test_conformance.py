@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 import pytest
 
-from onnx_reduce import conformance
+from onnx_reduce import conformance, onnx_node_tests
 from onnx_reduce.conformance import Case, CaseResult, collect_cases, compare_outputs, run_case
 from onnx_reduce.kernels.dispatch import kernel_path
 from onnx_reduce.spec import VERSIONS, bfloat16
@@ -119,12 +119,10 @@ def test_edge_models_are_valid_onnx():
 
 
 def test_collection_leaves_onnx_and_numpy_state_alone():
-    import onnx.backend.test.case.node as node_tests
-
-    before = (len(node_tests._NodeTestCases), node_tests._TargetOpType)
+    before = onnx_node_tests.collector_state()
     state = np.random.get_state()[1].copy()  # noqa: NPY002 (the legacy RNG onnx seeds)
     conformance._official_cases()
-    assert (len(node_tests._NodeTestCases), node_tests._TargetOpType) == before
+    assert onnx_node_tests.collector_state() == before
     np.testing.assert_array_equal(np.random.get_state()[1], state)  # noqa: NPY002
 
 

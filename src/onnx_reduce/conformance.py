@@ -31,7 +31,6 @@ import copy
 import dataclasses
 import decimal
 import functools
-import importlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ import numpy as np
 import onnx
 from onnx import helper as oh
 
+from . import onnx_node_tests
 from .spec import OPS, VERSIONS, OpVersion, bfloat16, onnx_type_name, resolve
 
 RUNNERS = ("onnx-reduce", "onnxruntime", "onnx.reference")
@@ -282,31 +282,10 @@ _ONNX_TEST_MODULES = {
 
 
 def _official_cases() -> list[Case]:
-    """ONNX's node tests of our three operators, built in memory by their own ``export_*`` code.
-
-    ``collect_testcases(op_type)`` fills one process-wide list once (a second call with another
-    op returns the first op's cases), so the exporters of the three operators are run here
-    directly, into a private list, with the same seeding as onnx's own collector.
-    """
-    node_tests = importlib.import_module("onnx.backend.test.case.node")
-    found = []
-    for op, module_name in _ONNX_TEST_MODULES.items():
-        with np.errstate(all="ignore"):  # a first import runs the exporters once
-            module = importlib.import_module(f"{node_tests.__name__}.{module_name}")
-        exporter = getattr(module, op)
-        saved = (node_tests._NodeTestCases, node_tests._TargetOpType, node_tests._existing_names)
-        random_state = np.random.get_state()  # noqa: NPY002 (onnx's exporters seed the legacy RNG)
-        node_tests._NodeTestCases, node_tests._TargetOpType, node_tests._existing_names = [], op, {}
-        try:
-            with np.errstate(all="ignore"):
-                for name, member in vars(exporter).items():
-                    if name.startswith("export") and isinstance(member, staticmethod):
-                        np.random.seed(0)  # noqa: NPY002 (as onnx's own collector does)
-                        getattr(exporter, name)()
-            found.extend((op, test) for test in node_tests._NodeTestCases)
-        finally:
-            node_tests._NodeTestCases, node_tests._TargetOpType, node_tests._existing_names = saved
-            np.random.set_state(random_state)  # noqa: NPY002
+    """ONNX's node tests of our three operators, built in memory by their own ``export_*`` code
+    (:func:`onnx_node_tests.exported_cases`)."""
+    found = [(op, test) for op, module_name in _ONNX_TEST_MODULES.items()
+             for test in onnx_node_tests.exported_cases(op, module_name)]
     cases = []
     for op, test in found:
         opset = _opset_of(test.model)

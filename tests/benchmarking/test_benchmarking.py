@@ -23,7 +23,7 @@ from onnx_reduce.benchmarking import (
     suite,
 )
 from onnx_reduce.benchmarking.cases import Case, make_input, shape_for, size_bytes
-from onnx_reduce.benchmarking.results import format_seconds, geomean
+from onnx_reduce.benchmarking.results import CellResult, format_seconds, geomean
 from onnx_reduce.benchmarking.timing import time_interleaved
 from onnx_reduce.benchmarking.verify import compare
 
@@ -151,7 +151,7 @@ def test_every_runner_of_a_cell_makes_the_same_calls_per_sample(monkeypatch):
     assert set(numbers) == {"onnx-reduce", "numpy"}
     assert len(set(numbers.values())) == 1  # the same for both
     assert 2 <= numbers["onnx-reduce"] <= 4  # numpy's count: ~4 ms of ~1 ms calls
-    assert row["calls_per_sample"] == numbers["numpy"]
+    assert row.calls_per_sample == numbers["numpy"]
     assert slow["numpy"] >= 3 * numbers["numpy"]
 
 
@@ -210,22 +210,22 @@ def test_suite_runs_every_cell_and_reports_progress(tiny_results):
 def test_suite_times_verifies_and_marks_missing_runners(tiny_results):
     results, _ = tiny_results
     for row in results.rows:
-        assert row["times"]["onnx-reduce"] > 0
-        assert row["kernel"] in ("fast", "reference")
-        if row["dtype"] == "bfloat16":  # onnxruntime's CPU reductions lack bfloat16
-            assert row["status"]["onnxruntime"].startswith("n/a")
-            assert row["times"]["onnxruntime"] is None
-            assert row["ort_ratio"] is None
+        assert row.times["onnx-reduce"] > 0
+        assert row.kernel in ("fast", "reference")
+        if row.dtype == "bfloat16":  # onnxruntime's CPU reductions lack bfloat16
+            assert row.status["onnxruntime"].startswith("n/a")
+            assert row.times["onnxruntime"] is None
+            assert row.ort_ratio is None
         else:
             # float32 on small standard-normal data: every runner agrees with onnx-reduce.
-            assert {row["status"][r] for r in results.runners} == {"ok"}, row
-            assert row["ort_ratio"] == pytest.approx(
-                row["times"]["onnxruntime"] / row["times"]["onnx-reduce"])
-        has_fraction = (row["dtype"] == "float32" and row["size"] != "latency"
-                        and row["op"] != "ReduceLogSumExp")
-        assert (row["roofline_fraction_best_pass"] is not None) == has_fraction
-        assert row["roofline_fraction"] is None  # side by side: 16 MiB cells and up only
-        assert "read roofline" not in row["times"]
+            assert {row.status[r] for r in results.runners} == {"ok"}, row
+            assert row.ort_ratio == pytest.approx(
+                row.times["onnxruntime"] / row.times["onnx-reduce"])
+        has_fraction = (row.dtype == "float32" and row.size != "latency"
+                        and row.op != "ReduceLogSumExp")
+        assert (row.roofline_fraction_best_pass is not None) == has_fraction
+        assert row.roofline_fraction is None  # side by side: 16 MiB cells and up only
+        assert "read roofline" not in row.times
 
 
 def test_large_float32_cells_time_the_roofline_kernel_side_by_side(monkeypatch):
@@ -233,14 +233,14 @@ def test_large_float32_cells_time_the_roofline_kernel_side_by_side(monkeypatch):
     cfg = BenchConfig(ops=["sum", "lse"], layouts=["inner"], dtypes=["float32", "float64"],
                       sizes=["16KiB"], repeats=3, runners=["onnx-reduce", "numpy"],
                       roofline_bytes=2**20, min_sample_seconds=2e-4, max_cell_seconds=1.0)
-    rows = {(r["op"], r["dtype"]): r for r in run_suite(cfg).rows}
+    rows = {(r.op, r.dtype): r for r in run_suite(cfg).rows}
     row = rows["ReduceSum", "float32"]
-    assert row["samples"]["read roofline"] == 3  # timed in the same rounds as the runners
-    assert 0 < row["roofline_fraction"] < 100
-    assert set(row["times"]) == {"onnx-reduce", "numpy"}
+    assert row.samples["read roofline"] == 3  # timed in the same rounds as the runners
+    assert 0 < row.roofline_fraction < 100
+    assert set(row.times) == {"onnx-reduce", "numpy"}
     for key in (("ReduceLogSumExp", "float32"), ("ReduceSum", "float64")):
-        assert rows[key]["roofline_fraction"] is None
-        assert "read roofline" not in rows[key]["samples"]
+        assert rows[key].roofline_fraction is None
+        assert "read roofline" not in rows[key].samples
 
 
 def test_summary_markdown_and_json_round_trip(tiny_results, tmp_path):
@@ -257,6 +257,22 @@ def test_summary_markdown_and_json_round_trip(tiny_results, tmp_path):
     saved = tmp_path / "r.json"
     saved.write_text(json.dumps(results.to_dict()))
     assert BenchResults.from_dict(json.loads(saved.read_text())).to_markdown() == text
+
+
+def test_rows_are_typed_and_survive_json(tiny_results):
+    results, _ = tiny_results
+    assert all(isinstance(row, CellResult) for row in results.rows)
+    again = BenchResults.from_dict(json.loads(json.dumps(results.to_dict())))
+    assert again.rows == results.rows
+
+
+def test_results_saved_without_the_newer_fields_still_load(tiny_results):
+    results, _ = tiny_results
+    data = json.loads(json.dumps(results.to_dict()))
+    for row in data["rows"]:
+        del row["calls_per_sample"], row["roofline_fraction_best_pass"]
+    rows = BenchResults.from_dict(data).rows
+    assert {(r.calls_per_sample, r.roofline_fraction_best_pass) for r in rows} == {(None, None)}
 
 
 def test_plot_writes_a_png(tiny_results, tmp_path):

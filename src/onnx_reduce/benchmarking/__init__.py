@@ -15,7 +15,7 @@ from .cases import DTYPES, LAYOUTS, OPS, SIZES, Case
 from .config import RUNNERS, BenchConfig
 from .machine import machine_description
 from .memory import measure_memory, memory_markdown, run_memory_suite
-from .results import BenchResults
+from .results import BenchResults, CellResult
 from .roofline import measure_read_roofline
 from .suite import run_suite
 
@@ -28,6 +28,7 @@ __all__ = [
     "BenchConfig",
     "BenchResults",
     "Case",
+    "CellResult",
     "machine_description",
     "measure_memory",
     "measure_read_roofline",

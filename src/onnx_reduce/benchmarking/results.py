@@ -1,28 +1,10 @@
-"""The outcome of a run: one row per cell, and its renderings (Markdown, summary, PNG plot).
+"""The outcome of a run: one :class:`CellResult` per cell, and its renderings (Markdown,
+summary, PNG plot).
 
-Each row is a dict::
-
-    op, layout, dtype, size, shape, axes, nbytes   the cell
-    kernel          onnx-reduce's path for it: "fast", "reference" or "?"
-    times           {runner: median seconds per call, or None}
-    samples         {runner: timed samples}
-    calls_per_sample  calls per timed sample, the same for every runner of the cell (absent
-                    in older results)
-    status          {runner: "ok", "n/a: <reason>" or "mismatch"}
-    error           {runner: max |out - onnx-reduce| / max |onnx-reduce|, or None}
-    ort_ratio       onnxruntime time / onnx-reduce time (> 1: onnx-reduce is faster), or None
-    gbps            input bytes / onnx-reduce time, in GB/s
-    roofline_fraction  side by side: the read-roofline kernel's median time on this cell's
-                    input (same rounds) / onnx-reduce's (Sum and L2 of float32, 16 MiB and
-                    up), or None
-    roofline_fraction_best_pass  gbps / the run's read roofline, the best of its passes (Sum
-                    and L2 of float32, 1 MiB and up), or None (absent in older results)
-
->>> row = {"op": "ReduceSum", "layout": "inner", "dtype": "float32", "size": "latency",
-...        "shape": (8, 128), "axes": (1,), "nbytes": 4096, "kernel": "fast",
-...        "times": {"onnx-reduce": 1e-6, "onnxruntime": 4e-6}, "samples": {},
-...        "status": {"onnx-reduce": "ok", "onnxruntime": "ok"}, "error": {},
-...        "ort_ratio": 4.0, "gbps": 4.1, "roofline_fraction": None}
+>>> row = CellResult(op="ReduceSum", layout="inner", dtype="float32", size="latency",
+...                  shape=(8, 128), axes=(1,), nbytes=4096, kernel="fast",
+...                  times={"onnx-reduce": 1e-6, "onnxruntime": 4e-6},
+...                  status={"onnx-reduce": "ok", "onnxruntime": "ok"}, ort_ratio=4.0, gbps=4.1)
 >>> res = BenchResults(rows=[row], runners=("onnx-reduce", "onnxruntime"), machine="test")
 >>> res.summary()["geomean_speedup_vs_onnxruntime"]["latency"]
 4.0
@@ -32,6 +14,7 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,10 +62,54 @@ def _size_order(size: str) -> float:
 
 
 @dataclass
+class CellResult:
+    """One cell of a run: the case, then what each runner measured (runner name -> value)."""
+
+    op: str
+    layout: str
+    dtype: str
+    size: str
+    shape: tuple[int, ...]
+    axes: tuple[int, ...]
+    nbytes: int
+    #: onnx-reduce's path for the cell: "fast", "reference" or "?".
+    kernel: str
+    #: Median seconds per call, or None.
+    times: dict[str, float | None]
+    #: Timed samples.
+    samples: dict[str, int] = field(default_factory=dict)
+    #: Calls per timed sample, the same for every runner of the cell (None in older results).
+    calls_per_sample: int | None = None
+    #: "ok", "n/a: <reason>" or "mismatch".
+    status: dict[str, str] = field(default_factory=dict)
+    #: max |out - onnx-reduce| / max |onnx-reduce|, or None.
+    error: dict[str, float | None] = field(default_factory=dict)
+    #: onnxruntime time / onnx-reduce time (> 1: onnx-reduce is faster), or None.
+    ort_ratio: float | None = None
+    #: Input bytes / onnx-reduce time, in GB/s.
+    gbps: float | None = None
+    #: Side by side: the read-roofline kernel's median time on this cell's input (same rounds)
+    #: over onnx-reduce's (Sum and L2 of float32, 16 MiB and up), or None.
+    roofline_fraction: float | None = None
+    #: gbps / the run's read roofline, the best of its passes (Sum and L2 of float32, 1 MiB
+    #: and up), or None.
+    roofline_fraction_best_pass: float | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.op} {self.layout} {self.dtype} {self.size}"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CellResult:
+        """A row saved by :meth:`BenchResults.to_dict` (JSON: shapes and axes as lists)."""
+        return cls(**{**data, "shape": tuple(data["shape"]), "axes": tuple(data["axes"])})
+
+
+@dataclass
 class BenchResults:
     """Rows of a run plus what it ran on; render with :meth:`to_markdown`, :meth:`plot`."""
 
-    rows: list[dict[str, Any]]
+    rows: list[CellResult]
     runners: tuple[str, ...]
     machine: str
     roofline_gbps: float | None = None
@@ -95,7 +122,7 @@ class BenchResults:
 
     @property
     def sizes(self) -> list[str]:
-        return sorted({r["size"] for r in self.rows}, key=_size_order)
+        return sorted({r.size for r in self.rows}, key=_size_order)
 
     def summary(self) -> dict[str, Any]:
         """Geomean speed-ups of onnx-reduce over each runner per size (> 1: onnx-reduce is
@@ -109,33 +136,34 @@ class BenchResults:
             per_size: dict[str, float | None] = {}
             for size in self.sizes:
                 ratios = [
-                    r["times"][runner] / r["times"]["onnx-reduce"]
+                    r.times[runner] / r.times["onnx-reduce"]
                     for r in self.rows
-                    if r["size"] == size
-                    and r["times"].get(runner)
-                    and r["times"].get("onnx-reduce")
+                    if r.size == size
+                    and r.times.get(runner)
+                    and r.times.get("onnx-reduce")
                 ]
                 per_size[size] = geomean(ratios)
             out[f"geomean_speedup_vs_{runner}"] = per_size
         for key in _ROOFLINE_KEYS:
             out[f"{key}_median"] = {
                 size: _median([
-                    r[key] for r in self.rows if r["size"] == size and r.get(key) is not None
+                    getattr(r, key) for r in self.rows
+                    if r.size == size and getattr(r, key) is not None
                 ])
                 for size in self.sizes
             }
         out["mismatches"] = [
-            f"{_label(r)}: {runner} (error {r['error'].get(runner, float('nan')):.2e})"
+            f"{r.label}: {runner} (error {r.error.get(runner, float('nan')):.2e})"
             for r in self.rows
-            for runner, status in r["status"].items()
+            for runner, status in r.status.items()
             if status == "mismatch"
         ]
         out["not_available"] = sum(
-            1 for r in self.rows for s in r["status"].values() if s.startswith("n/a")
+            1 for r in self.rows for s in r.status.values() if s.startswith("n/a")
         )
         out["kernels"] = {
-            kind: sum(1 for r in self.rows if r["kernel"] == kind)
-            for kind in sorted({r["kernel"] for r in self.rows})
+            kind: sum(1 for r in self.rows if r.kernel == kind)
+            for kind in sorted({r.kernel for r in self.rows})
         }
         return out
 
@@ -161,7 +189,7 @@ class BenchResults:
             lines += [self._mismatch_summary(), ""]
         footnotes: list[str] = []
         for size in self.sizes:
-            rows = [r for r in self.rows if r["size"] == size]
+            rows = [r for r in self.rows if r.size == size]
             title = "latency (8x128 = 1024 elements)" if size == "latency" else size
             lines += [f"{h} {title}", "", self._table(rows, footnotes), ""]
         if footnotes:
@@ -174,10 +202,10 @@ class BenchResults:
     def _mismatch_summary(self) -> str:
         counts: dict[str, dict[str, int]] = {}
         for r in self.rows:
-            for runner, status in r["status"].items():
+            for runner, status in r.status.items():
                 if status == "mismatch":
                     per = counts.setdefault(runner, {})
-                    per[r["dtype"]] = per.get(r["dtype"], 0) + 1
+                    per[r.dtype] = per.get(r.dtype, 0) + 1
         parts = [
             f"{runner} in {sum(per.values())} cell{'s' if sum(per.values()) != 1 else ''} ("
             + ", ".join(f"{dtype} {n}" for dtype, n in per.items()) + ")"
@@ -190,6 +218,7 @@ class BenchResults:
         """Everything as JSON-ready data (:meth:`from_dict` reads it back)."""
         data = {k: getattr(self, k) for k in self.__dataclass_fields__}
         data["runners"] = list(self.runners)
+        data["rows"] = [dataclasses.asdict(row) for row in self.rows]
         return data
 
     @classmethod
@@ -197,12 +226,7 @@ class BenchResults:
         """The inverse of :meth:`to_dict` (shapes and axes come back as tuples)."""
         data = dict(data)
         data["runners"] = tuple(data["runners"])
-        rows = []
-        for row in data["rows"]:
-            row = dict(row)
-            row["shape"], row["axes"] = tuple(row["shape"]), tuple(row["axes"])
-            rows.append(row)
-        data["rows"] = rows
+        data["rows"] = [CellResult.from_dict(row) for row in data["rows"]]
         return cls(**data)
 
     def _summary_table(self, summary: dict[str, Any]) -> str:
@@ -218,7 +242,7 @@ class BenchResults:
             out.append("| " + " | ".join(cells) + " |")
         return "\n".join(out)
 
-    def _table(self, rows: list[dict[str, Any]], footnotes: list[str]) -> str:
+    def _table(self, rows: list[CellResult], footnotes: list[str]) -> str:
         def note(text: str) -> int:
             if text not in footnotes:
                 footnotes.append(text)
@@ -229,27 +253,26 @@ class BenchResults:
                 "kernel"]
         out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in rows:
-            cells = [r["op"], r["layout"], r["dtype"],
-                     f"{'x'.join(map(str, r['shape']))} → {list(r['axes'])}"]
+            cells = [r.op, r.layout, r.dtype, f"{'x'.join(map(str, r.shape))} → {list(r.axes)}"]
             for runner in self.runners:
-                status = r["status"].get(runner, "n/a: not run")
-                text = format_seconds(r["times"].get(runner))
+                status = r.status.get(runner, "n/a: not run")
+                text = format_seconds(r.times.get(runner))
                 if status.startswith("n/a"):
                     text = f"n/a[{note(f'{runner}: {status[4:].strip()}')}]"
                 elif status == "mismatch":
-                    text += f" ≠ ({r['error'][runner]:.1e})"
+                    text += f" ≠ ({r.error[runner]:.1e})"
                 elif status.startswith("capped"):
                     text += f" [{note(f'{runner}: {status}')}]"
                 cells.append(text)
-            cells.append("—" if r["ort_ratio"] is None else f"{r['ort_ratio']:.2f}×")
-            fractions = [r.get(key) for key in _ROOFLINE_KEYS]
+            cells.append("—" if r.ort_ratio is None else f"{r.ort_ratio:.2f}×")
+            fractions = [getattr(r, key) for key in _ROOFLINE_KEYS]
             if any(f is not None for f in fractions):
-                cells.append(f"{r['gbps']:.1f} ({_shares(fractions)})")
-            elif r["gbps"] is not None and r["size"] != "latency":
-                cells.append(f"{r['gbps']:.1f}")
+                cells.append(f"{r.gbps:.1f} ({_shares(fractions)})")
+            elif r.gbps is not None and r.size != "latency":
+                cells.append(f"{r.gbps:.1f}")
             else:
                 cells.append("—")
-            cells.append(r["kernel"])
+            cells.append(r.kernel)
             out.append("| " + " | ".join(cells) + " |")
         return "\n".join(out)
 
@@ -270,13 +293,13 @@ class BenchResults:
         )
         markers = {"onnxruntime": "o", "onnx.reference": "s", "numpy": "^"}
         for ax, size in zip(axes_[:, 0], sizes, strict=True):
-            rows = [r for r in self.rows if r["size"] == size]
+            rows = [r for r in self.rows if r.size == size]
             xs = range(len(rows))
             for runner in others:
                 points = [
-                    (i, r["times"][runner] / r["times"]["onnx-reduce"])
+                    (i, r.times[runner] / r.times["onnx-reduce"])
                     for i, r in zip(xs, rows, strict=True)
-                    if r["times"].get(runner) and r["times"].get("onnx-reduce")
+                    if r.times.get(runner) and r.times.get("onnx-reduce")
                 ]
                 if points:
                     ax.scatter([p[0] for p in points], [p[1] for p in points], s=14,
@@ -285,7 +308,7 @@ class BenchResults:
             ax.set_yscale("log")
             ax.set_xticks(list(xs))
             ax.set_xticklabels(
-                [f"{_SHORT_OP[r['op']]} {r['layout']} {_SHORT_DTYPE[r['dtype']]}" for r in rows],
+                [f"{_SHORT_OP[r.op]} {r.layout} {_SHORT_DTYPE[r.dtype]}" for r in rows],
                 rotation=90, fontsize=6,
             )
             ax.set_ylabel("time / onnx-reduce time")
@@ -300,10 +323,6 @@ class BenchResults:
 def _shares(fractions: list[float | None]) -> str:
     """``[0.8, None]`` -> ``"80% / —"``."""
     return " / ".join("—" if f is None else f"{f:.0%}" for f in fractions)
-
-
-def _label(row: dict[str, Any]) -> str:
-    return f"{row['op']} {row['layout']} {row['dtype']} {row['size']}"
 
 
 def _median(values: list[float]) -> float | None:

@@ -4,7 +4,7 @@
 ...                   repeats=2, runners=["onnx-reduce", "numpy"], roofline_bytes=0,
 ...                   min_sample_seconds=1e-4)
 >>> res = run_suite(cfg)
->>> len(res.rows), res.rows[0]["status"]["numpy"]
+>>> len(res.rows), res.rows[0].status["numpy"]
 (1, 'ok')
 """
 
@@ -21,7 +21,7 @@ from . import roofline as _roofline
 from .cases import Case, make_input
 from .config import BenchConfig
 from .machine import machine_description
-from .results import BenchResults
+from .results import BenchResults, CellResult
 from .runners import NotAvailable, bind, prepare
 from .runners import _short as short_error
 from .timing import calibrate, same_calls_per_sample, time_interleaved
@@ -53,7 +53,7 @@ def run_suite(config: BenchConfig, progress: Progress | None = None) -> BenchRes
                     prepared[case, runner] = prepare(runner, case, config.threads)
                 except NotAvailable as exc:
                     prepared[case, runner] = exc
-        rows: list[dict[str, Any]] = []
+        rows: list[CellResult] = []
         input_key: tuple | None = None
         x: np.ndarray | None = None
         for done, case in enumerate(cases, start=1):
@@ -79,8 +79,8 @@ def run_suite(config: BenchConfig, progress: Progress | None = None) -> BenchRes
             best = max(roofline, again)
             if best != roofline:
                 for row in rows:
-                    if row["roofline_fraction_best_pass"] is not None:
-                        row["roofline_fraction_best_pass"] = row["gbps"] / best
+                    if row.roofline_fraction_best_pass is not None:
+                        row.roofline_fraction_best_pass = row.gbps / best
             roofline = best
     finally:
         _set_numba_threads(previous_threads)
@@ -133,7 +133,7 @@ def _run_cell(
     prepared: dict[tuple[Case, str], Any],
     config: BenchConfig,
     roofline: float | None,
-) -> dict[str, Any]:
+) -> CellResult:
     status: dict[str, str] = {}
     error: dict[str, float | None] = {}
     calls: dict[str, Callable[[], object]] = {}
@@ -188,25 +188,13 @@ def _run_cell(
         fraction = timings[ROOFLINE_CALL].median / ours
     if gbps is not None and roofline and sum_l2_f32 and case.size != "latency":
         best_pass = gbps / roofline
-    return {
-        "op": case.op,
-        "layout": case.layout,
-        "dtype": case.dtype,
-        "size": case.size,
-        "shape": case.shape,
-        "axes": case.axes,
-        "nbytes": case.nbytes,
-        "kernel": kernel,
-        "times": times,
-        "samples": {r: t.samples for r, t in timings.items()},
-        "calls_per_sample": per_sample,
-        "status": status,
-        "error": error,
-        "ort_ratio": ort / ours if (ort and ours) else None,
-        "gbps": gbps,
-        "roofline_fraction": fraction,
-        "roofline_fraction_best_pass": best_pass,
-    }
+    return CellResult(
+        op=case.op, layout=case.layout, dtype=case.dtype, size=case.size, shape=case.shape,
+        axes=case.axes, nbytes=case.nbytes, kernel=kernel, times=times,
+        samples={r: t.samples for r, t in timings.items()}, calls_per_sample=per_sample,
+        status=status, error=error, ort_ratio=ort / ours if (ort and ours) else None,
+        gbps=gbps, roofline_fraction=fraction, roofline_fraction_best_pass=best_pass,
+    )
 
 
 def _measure_roofline(config: BenchConfig) -> float | None:

@@ -36,14 +36,46 @@ class Timing:
     best: float
 
 
+#: A calibration probe is the fastest of PROBE_CALLS calls, or of PROBE_LEAST_CALLS when even
+#: the fastest of those lasted PROBE_LONG_SAMPLES samples (a call that long is one per sample;
+#: not one call, because a stalled call of a busy machine can take that long too).
+PROBE_CALLS = 3
+PROBE_LEAST_CALLS = 2
+PROBE_LONG_SAMPLES = 10
+
+
 def calibrate(call: Callable[[], object], min_sample_seconds: float) -> int:
-    """Calls per sample so that one sample lasts about ``min_sample_seconds`` (>= 1)."""
-    start = time.perf_counter()
-    call()
-    once = time.perf_counter() - start
+    """Calls per sample so that one sample lasts about ``min_sample_seconds`` (>= 1), from the
+    fastest of a few probe calls (:func:`fastest_call`).
+
+    One call's time is the call's plus whatever a busy machine adds; with the other core busy,
+    a single probe of a 1 ms call took 4 ms and more now and then, calibrating it to a quarter
+    of the calls it needed. The fastest of a few is the call's own time.
+    """
+    once = fastest_call(call, PROBE_CALLS, PROBE_LEAST_CALLS,
+                        PROBE_LONG_SAMPLES * min_sample_seconds)
     if once >= min_sample_seconds:
         return 1
     return min(100_000, max(1, math.ceil(min_sample_seconds / max(once, 1e-7))))
+
+
+def fastest_call(
+    call: Callable[[], object], most: int, least: int, long_seconds: float
+) -> float:
+    """Seconds of the fastest of up to ``most`` calls of ``call``; after ``least`` calls (at
+    least one), stop when even the fastest took ``long_seconds``.
+
+    >>> fastest_call(lambda: None, 3, 2, 1.0) < 1e-3
+    True
+    """
+    best = math.inf
+    for made in range(1, max(1, most) + 1):
+        start = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - start)
+        if made >= least and best >= long_seconds:
+            break
+    return best
 
 
 def same_calls_per_sample(calibrated: Mapping[str, int]) -> int:

@@ -162,26 +162,25 @@ def results_table(results: Any) -> Table:
     has_ort = "onnxruntime" in results.runners
     if has_ort:
         table.add_column("ort /\nours", justify="right", no_wrap=True)
-    kernels = {row.get("kernel", "?") for row in results.rows}
+    kernels = {row.kernel for row in results.rows}
     if len(kernels) > 1:
         table.add_column("kernel", no_wrap=True)
     for row in results.rows:
-        cell = " ".join([_SHORT_OP.get(row["op"], row["op"]), row["layout"],
-                         _SHORT_DTYPE.get(row["dtype"], row["dtype"])])
-        cells = [cell, row["size"]]
+        cell = " ".join([_SHORT_OP.get(row.op, row.op), row.layout,
+                         _SHORT_DTYPE.get(row.dtype, row.dtype)])
+        cells = [cell, row.size]
         for runner in results.runners:
-            status = row["status"].get(runner, "n/a")
+            status = row.status.get(runner, "n/a")
             if status.startswith("n/a"):
                 cells.append("[dim]n/a[/]")
             elif status == "mismatch":
-                cells.append(f"[red]≠ {format_seconds(row['times'].get(runner))}[/]")
+                cells.append(f"[red]≠ {format_seconds(row.times.get(runner))}[/]")
             else:
-                cells.append(format_seconds(row["times"].get(runner)))
+                cells.append(format_seconds(row.times.get(runner)))
         if has_ort:
-            ratio = row.get("ort_ratio")
-            cells.append("—" if ratio is None else f"{ratio:.2f}×")
+            cells.append("—" if row.ort_ratio is None else f"{row.ort_ratio:.2f}×")
         if len(kernels) > 1:
-            cells.append(row.get("kernel", "?"))
+            cells.append(row.kernel)
         table.add_row(*cells)
     return table
 
