@@ -231,3 +231,14 @@ def test_an_axes_input_in_the_other_byte_order(door: str) -> None:
     else:
         out = pipeline.prepare(ver, data.dtype, data.shape, attributes, axes)(data)
     assert out.tolist() == [3.0, 12.0]
+
+
+@pytest.mark.parametrize("code", [">f2", ">f4", ">f8"])
+def test_expand_takes_a_dtype_in_either_byte_order(code: str) -> None:
+    """ONNX element types have no byte order: a big-endian dtype names the same type."""
+    import onnx_reduce
+
+    node = oh.make_node("ReduceL2", ["x"], ["y"], keepdims=0)
+    native = np.dtype(code).newbyteorder("=")
+    other = onnx_reduce.expand(node, 18, stable=True, dtype=np.dtype(code))
+    assert other == onnx_reduce.expand(node, 18, stable=True, dtype=native)

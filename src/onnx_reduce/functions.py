@@ -1,5 +1,11 @@
 """Front door: numpy-style functions with the semantics of each operator's newest version.
 
+``data`` is an array or anything ``np.asarray`` reads (lists, scalars), in either byte order: an
+array in the other byte order than the machine's is converted once (one copy of it), and results
+are always in the machine's byte order. Masked arrays are refused (``TypeError``): the kernels
+read the data, so the mask would be ignored. ``opset`` is an integer from 1 to the newest opset
+the installed onnx defines.
+
 >>> import numpy as np
 >>> x = np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)
 >>> reduce_sum(x, axes=[1])

@@ -591,7 +591,7 @@ def test_every_front_door_refuses_opsets_beyond_onnx(door: str, beyond: int, op:
     """An opset the installed onnx does not define may change the op: refused, with the range."""
     opset = NEWEST + beyond
     expect_error(ValueError, lambda: call_at_opset(door, op, opset), op,
-                 f"opset {opset} is not defined", f"accepted: 1 to {NEWEST}")
+                 f"opset {opset} is beyond the newest", f"(accepted: 1 to {NEWEST})")
 
 
 @pytest.mark.parametrize(
@@ -609,3 +609,35 @@ def test_every_front_door_refuses_opsets_that_are_not_versions(door: str, opset,
 @pytest.mark.parametrize("op", OPS)
 def test_the_newest_opset_onnx_defines_is_accepted(door: str, op: str) -> None:
     call_at_opset(door, op, NEWEST)  # the CLI door raises unless the exit status is 0
+
+
+# --- hostile values in messages --------------------------------------------------------------
+
+WIDE = 2**20000  # too wide for str(): Python refuses to convert it
+HOSTILE_CALLS = {
+    "wide axis": lambda x: onnx_reduce.reduce_sum(x, axes=[WIDE]),
+    "wide axis (attribute)": lambda x: onnx_reduce.reduce_sum(x, axes=[5, WIDE], opset=11),
+    "wide opset": lambda x: onnx_reduce.reduce_sum(x, opset=WIDE),
+    "wide dim": lambda x: onnx_reduce.infer_shape("ReduceSum", 13, [WIDE]),
+    "nested wide axis": lambda x: onnx_reduce.reduce_sum(x, axes=[[WIDE]]),
+    "many duplicates": lambda x: onnx_reduce.reduce_sum(x, axes=[0] * 10**5),
+    "many floats": lambda x: onnx_reduce.reduce_sum(x, axes=[1.5] * 10**5),
+    "long opset list": lambda x: onnx_reduce.reduce_sum(x, opset=[1] * 10**5),
+    "long string shape": lambda x: onnx_reduce.infer_shape("ReduceSum", 13, "a" * 10**5),
+    "long operator": lambda x: onnx_reduce.infer_shape("R" * 10**5, 13, [1]),
+    "2-D keepdims": lambda x: onnx_reduce.reduce_sum(x, keepdims=np.array([[1, 2], [3, 4]])),
+    "escape keepdims": lambda x: onnx_reduce.reduce_sum(x, keepdims="\x1b[31m\nred"),
+}
+
+
+@pytest.mark.parametrize("call", list(HOSTILE_CALLS.values()), ids=list(HOSTILE_CALLS))
+def test_errors_show_hostile_values_on_one_short_line(call) -> None:
+    """A value too wide, too long or multi-line is shown cut to one short line (the error of a
+    wide integer used to be Python's "Exceeds the limit (4300 digits)", not ours)."""
+    with pytest.raises((TypeError, ValueError)) as info:
+        call(np.ones((2, 3), np.float32))
+    message = str(info.value)
+    assert "\n" not in message
+    assert "\x1b" not in message
+    assert len(message) <= 200, message
+    assert message.startswith(("ReduceSum", "unknown operator"))

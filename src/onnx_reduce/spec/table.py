@@ -12,11 +12,10 @@ True
 from __future__ import annotations
 
 import functools
-import operator
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
+from .values import as_integer, shown
 
 OPS = ("ReduceSum", "ReduceL2", "ReduceLogSumExp")
 
@@ -110,28 +109,29 @@ def newest_opset() -> int:
 
 def _opset_number(op: str, opset: Any) -> int:
     """``opset`` as a Python int; ``TypeError``/``ValueError`` outside 1..:func:`newest_opset`."""
-    try:
-        if isinstance(opset, (bool, np.bool_)):
-            raise TypeError
-        number = operator.index(opset)
-    except TypeError:
-        raise TypeError(f"{op}: opset must be an integer, {_accepted_opsets()}; "
-                        f"got {opset!r}") from None
-    if number < 1 or (number > _NEWEST_VERSION and number > newest_opset()):
-        raise ValueError(f"{op}: opset {number} is not defined; {_accepted_opsets()}")
+    number = as_integer(opset)
+    if number is None or number < 1:
+        error = TypeError if number is None else ValueError
+        raise error(f"{op}: opset must be an integer >= 1, got {shown(opset)} {_accepted()}")
+    if number > _NEWEST_VERSION and number > newest_opset():
+        import onnx
+
+        raise ValueError(
+            f"{op}: opset {shown(number)} is beyond the newest the installed onnx "
+            f"{onnx.__version__} defines {_accepted()}"
+        )
     return number
 
 
-def _accepted_opsets() -> str:
-    import onnx
-
-    newest = newest_opset()
-    return f"accepted: 1 to {newest} (the newest the installed onnx {onnx.__version__} defines)"
+def _accepted() -> str:
+    return f"(accepted: 1 to {newest_opset()})"
 
 
 def _known_op(op: str) -> str:
     if not isinstance(op, str):
-        raise TypeError(f"the operator must be a name such as 'ReduceSum', got {op!r}")
+        raise TypeError(f"the operator must be a name such as 'ReduceSum', got {shown(op)}")
     if op not in VERSIONS:
-        raise ValueError(f"unknown operator {op!r}; onnx-reduce implements {', '.join(OPS)}")
+        raise ValueError(
+            f"unknown operator {shown(op)}; onnx-reduce implements {', '.join(OPS)}"
+        )
     return op

@@ -13,7 +13,6 @@ TypeError: ReduceSum-13: the axes input must be a tensor(int64), got int32
 from __future__ import annotations
 
 import dataclasses
-import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +21,7 @@ import numpy as np
 
 from .dtypes import onnx_type_name
 from .table import OpVersion
+from .values import as_integer, shown
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def validate_attributes(
     """Check the attributes and the axes input of one call (the dtype is not looked at)."""
     if not isinstance(attributes, Mapping):
         raise TypeError(
-            f"{ver.label}: attributes must be a mapping of names to values, got {attributes!r}"
+            f"{ver.label}: attributes must be a mapping of names to values, got {shown(attributes)}"
         )
     unknown = sorted(set(attributes) - set(ver.attributes))
     if unknown:
@@ -63,7 +63,7 @@ def validate_attributes(
         if "axes" in unknown and ver.axes_is_input:
             hint = f" (since version {ver.version} axes is an input, not an attribute)"
         raise ValueError(
-            f"{ver.label}: attribute {unknown[0]!r} is not defined at this version{hint}; "
+            f"{ver.label}: attribute {shown(unknown[0])} is not defined at this version{hint}; "
             f"its attributes are {sorted(ver.attributes)}"
         )
     keepdims = _flag(ver, "keepdims", attributes.get("keepdims", 1))
@@ -74,7 +74,7 @@ def validate_attributes(
         if axes_input is not None:
             raise ValueError(
                 f"{ver.label}: takes axes as an attribute, not as an input "
-                f"(got an axes input {np.asarray(axes_input).tolist()!r})"
+                f"(got an axes input {shown(np.asarray(axes_input).tolist())})"
             )
         raw = attributes.get("axes")
         axes = None if raw is None else as_axes(ver, raw, "the axes attribute")
@@ -96,7 +96,7 @@ def as_dtype(ver: OpVersion, dtype: Any) -> np.dtype:
     try:
         return np.dtype(dtype)
     except (TypeError, ValueError):
-        raise TypeError(f"{ver.label}: cannot read {dtype!r} as a data type") from None
+        raise TypeError(f"{ver.label}: cannot read {shown(dtype)} as a data type") from None
 
 
 def check_array(ver: OpVersion, data: Any) -> np.ndarray:
@@ -133,25 +133,23 @@ def check_shape(ver: OpVersion, shape: Any, symbolic: bool = False) -> tuple:
     ``symbolic``, also symbols (str) and None (unknown). ``TypeError`` for anything that is not
     a sequence of those (a string is not a shape), ``ValueError`` for a dim out of range."""
     if isinstance(shape, (str, bytes)) or not isinstance(shape, (Sequence, np.ndarray)):
-        raise TypeError(f"{ver.label}: a shape must be a sequence of dims, got {shape!r}")
+        raise TypeError(f"{ver.label}: a shape must be a sequence of dims, got {shown(shape)}")
     return tuple(_dim(ver, dim, shape, symbolic) for dim in shape)
 
 
 def _dim(ver: OpVersion, dim: Any, shape: Any, symbolic: bool) -> int | str | None:
     if symbolic and (dim is None or isinstance(dim, str)):
         return dim
-    kinds = "ints, symbols (str) or None" if symbolic else "ints"
-    try:
-        if isinstance(dim, (bool, np.bool_)):
-            raise TypeError
-        number = operator.index(dim)
-    except TypeError:
+    number = as_integer(dim)
+    if number is None:
+        kinds = "ints, symbols (str) or None" if symbolic else "ints"
         raise TypeError(
-            f"{ver.label}: the dims of a shape must be {kinds}, got {dim!r} in {shape!r}"
-        ) from None
+            f"{ver.label}: the dims of a shape must be {kinds}, got {shown(dim)} in {shown(shape)}"
+        )
     if not 0 <= number <= _INT64_MAX:
         raise ValueError(
-            f"{ver.label}: dim {number} of shape {shape!r} is out of range [0, {_INT64_MAX}]"
+            f"{ver.label}: dim {shown(number)} of shape {shown(shape)} is out of range "
+            f"[0, {_INT64_MAX}]"
         )
     return number
 
@@ -164,19 +162,19 @@ def check_axes(ver: OpVersion, axes: Sequence[int], rank: int) -> tuple[int, ...
             raise _axis_out_of_range(ver, axis, rank)
         normalized.append(axis % rank)
     if len(set(normalized)) != len(normalized):
-        raise ValueError(f"{ver.label}: axes {list(axes)} name the same axis more than once")
+        raise ValueError(f"{ver.label}: axes {shown(list(axes))} name the same axis more than once")
     return tuple(normalized)
 
 
 def _axis_out_of_range(ver: OpVersion, axis: int, rank: int | None) -> ValueError:
     if rank is None:  # the rank is unknown (shape inference): the axis cannot be an int64
         return ValueError(
-            f"{ver.label}: axis {axis} is out of range for an input of any rank "
+            f"{ver.label}: axis {shown(axis)} is out of range for an input of any rank "
             f"(an axis is an int64: [{_INT64_MIN}, {_INT64_MAX}])"
         )
     accepted = f"[{-rank}, {rank - 1}]" if rank else "none: a rank-0 input has no axes"
     return ValueError(
-        f"{ver.label}: axis {axis} is out of range for an input of rank {rank} "
+        f"{ver.label}: axis {shown(axis)} is out of range for an input of rank {rank} "
         f"(accepted: {accepted})"
     )
 
@@ -222,17 +220,15 @@ def _axes_as_ints(ver: OpVersion, axes: Any, what: str) -> tuple[int, ...]:
             raise TypeError(f"{ver.label}: {what} must be integers, got dtype {axes.dtype}")
         return tuple(int(a) for a in axes.reshape(-1))
     if isinstance(axes, (str, bytes)) or not isinstance(axes, Sequence):
-        raise TypeError(f"{ver.label}: {what} must be a sequence of integers, got {axes!r}")
+        raise TypeError(f"{ver.label}: {what} must be a sequence of integers, got {shown(axes)}")
     out = []
     for a in axes:
-        if isinstance(a, (bool, np.bool_)):
-            raise TypeError(f"{ver.label}: {what} must be integers, got {a!r} in {list(axes)!r}")
-        try:
-            out.append(operator.index(a))
-        except TypeError:
+        axis = as_integer(a)
+        if axis is None:
             raise TypeError(
-                f"{ver.label}: {what} must be integers, got {a!r} in {list(axes)!r}"
-            ) from None
+                f"{ver.label}: {what} must be integers, got {shown(a)} in {shown(list(axes))}"
+            )
+        out.append(axis)
     return tuple(out)
 
 
@@ -260,4 +256,4 @@ def _flag(ver: OpVersion, name: str, value: Any) -> bool:
         return bool(value)
     if isinstance(value, (int, np.integer)) and value in (0, 1):
         return bool(value)
-    raise ValueError(f"{ver.label}: attribute {name!r} must be 0 or 1, got {value!r}")
+    raise ValueError(f"{ver.label}: attribute {name!r} must be 0 or 1, got {shown(value)}")
