@@ -1,5 +1,11 @@
 """Front door: numpy-style functions with the semantics of each operator's newest version.
 
+``data`` is an array or anything ``np.asarray`` reads (lists, scalars), in either byte order: an
+array in the other byte order than the machine's is converted once (one copy of it), and results
+are always in the machine's byte order. Masked arrays are refused (``TypeError``): the kernels
+read the data, so the mask would be ignored. ``opset`` is an integer from 1 to the newest opset
+the installed onnx defines.
+
 >>> import numpy as np
 >>> x = np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)
 >>> reduce_sum(x, axes=[1])
@@ -19,7 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .pipeline import execute, prepare
-from .spec import OpVersion, as_axes, latest, resolve
+from .spec import OpVersion, as_array, as_axes, latest, resolve
 
 Axes = Sequence[int] | np.ndarray | None
 
@@ -90,11 +96,11 @@ def _reduce(
     op: str, data: ArrayLike, axes: Axes, keepdims: bool, noop: bool, opset: int | None
 ) -> np.ndarray:
     if type(data) is not np.ndarray:
-        data = np.asarray(data)
+        data = as_array(_version(op, opset), data)
     key = _call_key(op, data, axes, keepdims, noop, opset)
     run = _PREPARED.get(key) if key is not None else None
     if run is None:
-        ver, attributes, axes_input = _node_form(op, axes, keepdims, noop, opset)
+        ver, attributes, axes_input = _node_form(op, axes, keepdims, noop, opset, data.ndim)
         if key is None:  # unusual argument types: the plain path judges them
             return execute(ver, data, attributes, axes_input)
         run = prepare(ver, data.dtype, data.shape, attributes, axes_input)
@@ -126,17 +132,21 @@ def _call_key(
 _PLAIN = (bool, int)
 
 
+def _version(op: str, opset: int | None) -> OpVersion:
+    return latest(op) if opset is None else resolve(op, opset)
+
+
 def _node_form(
-    op: str, axes: Axes, keepdims: bool, noop: bool, opset: int | None
+    op: str, axes: Axes, keepdims: bool, noop: bool, opset: int | None, rank: int
 ) -> tuple[OpVersion, dict, np.ndarray | None]:
     """The call as the version's node would see it: (version, attributes, axes input)."""
-    ver = latest(op) if opset is None else resolve(op, opset)
+    ver = _version(op, opset)
     attributes: dict = {"keepdims": keepdims}
     if noop or ver.axes_is_input:
         attributes["noop_with_empty_axes"] = noop
     axes_input = None
     if axes is not None:
-        axes = as_axes(ver, axes)
+        axes = as_axes(ver, axes, rank=rank)
         if ver.axes_is_input:
             axes_input = np.array(axes, dtype=np.int64)
         else:

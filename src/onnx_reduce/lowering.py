@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from .spec import OPS, VERSIONS, OpVersion, check_dtype, resolve, validate_attributes
+from .spec import OPS, VERSIONS, OpVersion, check_dtype, native_dtype, resolve, validate_attributes
 
 #: The first opset whose operators the stable lowering needs (ReduceSum with an axes input).
 STABLE_MIN_OPSET = 13
@@ -358,7 +358,7 @@ def _elem_type(ver: OpVersion, dtype: Any) -> int:
         elem = _ELEM_NAMES[dtype.upper()]
     else:
         try:
-            elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+            elem = helper.np_dtype_to_tensor_dtype(native_dtype(np.dtype(dtype)))
         except (TypeError, KeyError, ValueError):
             raise TypeError(f"{ver.label}: cannot read {dtype!r} as a data type") from None
     check_dtype(ver, helper.tensor_dtype_to_np_dtype(elem))

@@ -10,7 +10,7 @@ import numpy as np
 
 from .kernels.dispatch import bind, run_kernel
 from .plan import ReductionPlan, make_plan
-from .spec import OpVersion, validate
+from .spec import OpVersion, as_dtype, check_array, check_shape, native_dtype, validate
 
 
 def execute(
@@ -29,14 +29,26 @@ def execute(
     array([[ 3.],
            [12.]])
     """
-    if not isinstance(data, np.ndarray):
-        raise TypeError(f"{ver.label}: data must be a numpy array, got {type(data).__name__}")
+    data = check_array(ver, data)
     return execute_plan(ver, data, plan_call(ver, data.dtype, data.shape, attributes, axes_input))
 
 
 def execute_plan(ver: OpVersion, data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
-    """Run a planned call (from :func:`plan_call`) on ``data``: the kernel stage."""
-    return np.asarray(run_kernel(ver.op, data, plan))
+    """Run a planned call (from :func:`plan_call`) on ``data``: the kernel stage.
+
+    Data in the other byte order is converted to the machine's once, a copy (the kernels read
+    native numbers); results are always in the machine's byte order."""
+    return np.asarray(run_kernel(ver.op, native(data), plan))
+
+
+def native(data: np.ndarray) -> np.ndarray:
+    """``data`` itself when in the machine's byte order, else a copy that is.
+
+    >>> native(np.arange(3, dtype=">i4")).dtype == np.dtype(np.int32)
+    True
+    """
+    dtype = data.dtype
+    return data if dtype.isnative else data.astype(native_dtype(dtype))
 
 
 def prepare(
@@ -48,14 +60,21 @@ def prepare(
 ) -> Callable[[np.ndarray], np.ndarray]:
     """Validate and plan a call once for many arrays of ``dtype`` and ``shape``: the returned
     function runs only the kernel stage (where one serves, a kernel bound to this case).
+    For a ``dtype`` in the other byte order it converts each array first, as
+    :func:`execute_plan` does.
 
     >>> from onnx_reduce.spec import resolve
     >>> run = prepare(resolve("ReduceSum", 13), np.dtype(np.float32), (2, 3), {"keepdims": 0})
     >>> run(np.ones((2, 3), np.float32))
     array(6., dtype=float32)
     """
-    dtype = np.dtype(dtype)
-    return bind(ver.op, dtype, plan_call(ver, dtype, tuple(shape), attributes, axes_input))
+    dtype = as_dtype(ver, dtype)
+    shape = check_shape(ver, shape)
+    machine = native_dtype(dtype)
+    run = bind(ver.op, machine, plan_call(ver, machine, shape, attributes, axes_input))
+    if machine is dtype:
+        return run
+    return lambda data: run(native(data))
 
 
 def plan_call(
@@ -90,6 +109,8 @@ def _call_key(
 ) -> tuple[tuple, tuple | None] | None:
     """A hashable form of a call's attributes and axes, or None where the plain path must judge
     (unusual types, an axes input that is not a 1-D int64 array)."""
+    if type(attributes) is not dict:
+        return None
     items = []
     for name, value in attributes.items():
         if isinstance(value, (list, tuple)):

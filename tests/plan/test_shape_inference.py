@@ -226,3 +226,53 @@ def test_errors_name_the_version() -> None:
 def test_the_rank_is_checked_even_with_unknown_dims() -> None:
     with pytest.raises(ValueError, match="axis -3 is out of range for an input of rank 2"):
         infer_shape("ReduceSum", 13, (None, None), {}, axes=[-3])
+
+
+@pytest.mark.parametrize(
+    ("shape", "exc", "shown"),
+    [("abc", TypeError, "'abc'"), (b"ab", TypeError, "b'ab'"), (3, TypeError, "3"),
+     ({2, 3}, TypeError, "{2, 3}"), ([2.0], TypeError, "2.0"), ([True], TypeError, "True"),
+     ([[2]], TypeError, "[2]"), ([2, b"N"], TypeError, "b'N'"), ([-1], ValueError, "dim -1"),
+     ((2**63,), ValueError, f"dim {2**63}"), ((2, 2**70), ValueError, f"dim {2**70}")],
+)
+def test_input_shape_must_be_a_sequence_of_dims(shape, exc, shown: str) -> None:
+    """A string is not a shape (it used to give one dim per character); dims are ints that fit
+    an ONNX dim (int64, >= 0), symbols or None."""
+    with pytest.raises(exc) as info:
+        infer_shape("ReduceSum", 13, shape, {})
+    assert type(info.value) is exc
+    assert "ReduceSum-13" in str(info.value)
+    assert shown in str(info.value)
+
+
+def test_numpy_dims_are_read_as_ints() -> None:
+    out = infer_shape("ReduceL2", 18, np.array([2, 3]), {"keepdims": 1}, axes=[1])
+    assert out == (2, 1)
+    assert all(type(d) is int for d in out)
+    assert infer_shape("ReduceL2", 18, [np.int64(4), "N"], {}, axes=[1]) == (4, 1)
+
+
+@pytest.mark.parametrize("axes", [[2**70], [-(2**70)], np.array([2**63], np.uint64)])
+def test_axes_beyond_int64(axes) -> None:
+    bad = int(np.asarray(axes)[0])
+    out_of_range = rf"ReduceSum-13: axis {bad} is out of range for an input of"
+    with pytest.raises(ValueError, match=rf"{out_of_range} rank 2 \(accepted: \[-2, 1\]\)"):
+        infer_shape("ReduceSum", 13, (2, 3), {}, axes=axes)
+    with pytest.raises(ValueError, match=rf"{out_of_range} any rank \(an axis is an int64"):
+        infer_shape("ReduceSum", 13, None, {}, axes=axes)
+    with pytest.raises(ValueError, match=rf"ReduceSum-11: axis {bad} is out of range"):
+        infer_shape("ReduceSum", 11, (2, 3), {"axes": list(np.asarray(axes).tolist())})
+
+
+@pytest.mark.parametrize("attributes", ["keepdims", [("keepdims", 0)], 0])
+def test_attributes_must_be_a_mapping(attributes) -> None:
+    with pytest.raises(TypeError, match="ReduceSum-13: attributes must be a mapping"):
+        infer_shape("ReduceSum", 13, (2, 3), attributes)
+
+
+@pytest.mark.parametrize("version", [29, 10**9, 2**70, 0, -1, True, 13.0, "13"])
+def test_versions_onnx_does_not_define(version) -> None:
+    exc = ValueError if type(version) is int else TypeError
+    with pytest.raises(exc, match="ReduceSum: opset") as info:
+        infer_shape("ReduceSum", version, (2, 3), {})
+    assert f"accepted: 1 to {onnx.defs.onnx_opset_version()}" in str(info.value)

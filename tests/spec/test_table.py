@@ -8,7 +8,7 @@ import onnx.defs
 import onnx.helper
 import pytest
 
-from onnx_reduce.spec import OPS, VERSIONS, bfloat16, latest, resolve
+from onnx_reduce.spec import OPS, VERSIONS, bfloat16, latest, newest_opset, resolve
 from onnx_reduce.spec.table import OpVersion
 
 ALL_VERSIONS = [(op, v) for op in OPS for v in VERSIONS[op]]
@@ -120,9 +120,26 @@ def test_resolve_matches_onnx(op: str, opset: int) -> None:
     assert ver is VERSIONS[op][ver.version]
 
 
-def test_resolve_beyond_the_last_known_opset_is_the_latest() -> None:
+def test_the_newest_opset_onnx_defines_resolves_to_the_latest() -> None:
+    newest = onnx.defs.onnx_opset_version()
+    assert newest_opset() == newest
     for op in OPS:
-        assert resolve(op, 1000) is latest(op)
+        assert resolve(op, newest) is latest(op)
+
+
+@pytest.mark.parametrize("beyond", [1, 2, 10**9 - onnx.defs.onnx_opset_version(), 2**70])
+def test_resolve_refuses_opsets_beyond_what_onnx_defines(beyond: int) -> None:
+    """An opset newer than the installed onnx may redefine the op: refused, not guessed."""
+    newest = onnx.defs.onnx_opset_version()
+    opset = newest + beyond
+    with pytest.raises(ValueError) as info:  # noqa: PT011 (the message is checked below)
+        resolve("ReduceL2", opset)
+    assert type(info.value) is ValueError
+    message = str(info.value)
+    assert message.startswith(f"ReduceL2: opset {opset} is beyond the newest the installed onnx")
+    assert f"(accepted: 1 to {newest})" in message
+    assert onnx.__version__ in message
+    assert "\n" not in message
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -135,15 +152,16 @@ def test_resolve_accepts_numpy_integers() -> None:
     assert resolve("ReduceL2", np.int64(17)).label == "ReduceL2-13"
 
 
-@pytest.mark.parametrize("opset", [0, -1, -13])
+@pytest.mark.parametrize("opset", [0, -1, -13, -(2**70)])
 def test_resolve_rejects_opsets_below_1(opset: int) -> None:
-    with pytest.raises(ValueError, match=rf"ReduceSum: opset must be an integer >= 1, got {opset}"):
+    want = rf"ReduceSum: opset must be an integer >= 1, got {opset} \(accepted: 1 to"
+    with pytest.raises(ValueError, match=want):
         resolve("ReduceSum", opset)
 
 
-@pytest.mark.parametrize("opset", [True, 13.0, "13", None])
+@pytest.mark.parametrize("opset", [True, False, np.True_, 13.0, 13.5, "13", None, [13]])
 def test_resolve_rejects_non_integer_opsets(opset: object) -> None:
-    with pytest.raises(TypeError, match=r"ReduceSum: opset must be an integer") as info:
+    with pytest.raises(TypeError, match=r"ReduceSum: opset must be an integer >= 1, got") as info:
         resolve("ReduceSum", opset)  # type: ignore[arg-type]
     assert repr(opset) in str(info.value)
 
@@ -155,4 +173,12 @@ def test_unknown_operator(op: str) -> None:
     assert repr(op) in str(info.value)
     with pytest.raises(ValueError, match="unknown operator"):
         latest(op)
+
+
+@pytest.mark.parametrize("op", [["ReduceSum"], None, 13, b"ReduceSum"])
+def test_operator_names_must_be_strings(op: object) -> None:
+    for call in (lambda: resolve(op, 13), lambda: latest(op)):  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="the operator must be a name") as info:
+            call()
+        assert repr(op) in str(info.value)
 

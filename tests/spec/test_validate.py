@@ -12,13 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import mpmath
 import numpy as np
 import onnx
+import onnx.defs
 import onnx.helper as oh
 import pytest
 
 import onnx_reduce
-from onnx_reduce import backend
+from onnx_reduce import backend, pipeline
 from onnx_reduce.pipeline import execute
 from onnx_reduce.spec import VERSIONS, OpVersion, bfloat16, check_axes, validate
 from onnx_reduce.spec.table import OPS
@@ -413,3 +415,229 @@ def test_functions_reject_bad_opset(func) -> None:
     x = np.ones(3, np.float32)
     expect_error(ValueError, lambda: func(x, opset=0), "opset", "0")
     expect_error(TypeError, lambda: func(x, opset="13"), "opset", "'13'")
+
+
+# --- axes beyond int64 -----------------------------------------------------------------------
+
+HUGE_AXES = [
+    ([2**70], 2**70), ([-(2**70)], -(2**70)), ([0, 2**63], 2**63),
+    (np.array([2**63], np.uint64), 2**63), ([np.uint64(2**64 - 1)], 2**64 - 1),
+]
+
+
+@pytest.mark.parametrize("ver", ALL, ids=_ids(ALL))
+@pytest.mark.parametrize(("axes", "bad"), HUGE_AXES)
+def test_axes_beyond_int64_in_functions(ver: OpVersion, axes, bad: int) -> None:
+    """An axis no int64 holds is out of range like any other, not an OverflowError."""
+    data = np.ones((2, 3), np.float32)
+    expect_error(
+        ValueError, lambda: run_functions(ver, data, {"axes": axes}, None),
+        ver.label, f"axis {bad} is out of range for an input of rank 2", "[-2, 1]",
+    )
+
+
+# --- data that is not a plain array ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("door", ["pipeline", "functions"])
+@pytest.mark.parametrize("ver", ALL, ids=_ids(ALL))
+def test_masked_arrays_are_refused(door: str, ver: OpVersion) -> None:
+    """The kernels read the data, not the mask: a masked element would be reduced as if it
+    were not masked, so masked arrays are refused, with what to pass instead."""
+    data = np.ma.array([1.0, 2.0, 3.0], mask=[False, True, False])
+    expect_error(
+        TypeError, lambda: RUNNERS[door](ver, data, {}, None),
+        ver.label, "masked arrays are not supported", ".filled(", ".data",
+    )
+
+
+def test_masked_arrays_are_refused_by_the_reference_plugin() -> None:
+    from onnx.reference import ReferenceEvaluator
+
+    node = oh.make_node("ReduceSum", ["x"], ["y"])
+    graph = oh.make_graph([node], "g", [oh.make_tensor_value_info("x", 11, [3])],
+                          [oh.make_tensor_value_info("y", 11, None)])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 13)])
+    evaluator = ReferenceEvaluator(model, new_ops=onnx_reduce.reference_ops())
+    data = np.ma.array([1.0, 2.0, 3.0], mask=[False, True, False])
+    expect_error(TypeError, lambda: evaluator.run(None, {"x": data}), "ReduceSum-13", "masked")
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
+@pytest.mark.parametrize("door", ["pipeline", "functions"])
+@pytest.mark.parametrize("ver", ALL, ids=_ids(ALL))
+def test_array_subclasses_reduce_as_their_base_array(door: str, ver: OpVersion) -> None:
+    """np.matrix stays 2-D through numpy's reductions; reduced as a plain array, it gives the
+    same values as its base array (exact here: small integers)."""
+    matrix = np.matrix([[0.0, 2.0], [4.0, 6.0]])
+    attributes, axes_input = axes_call(ver, [1])
+    attributes["keepdims"] = 0
+    out = RUNNERS[door](ver, matrix, attributes, axes_input)
+    assert type(out) is np.ndarray
+    assert out.shape == (2,)
+    rows = [[0, 2], [4, 6]]
+    want = {
+        "ReduceSum": [sum(r) for r in rows],
+        "ReduceL2": [float(mpmath.sqrt(sum(v * v for v in r))) for r in rows],
+        "ReduceLogSumExp": [float(mpmath.log(sum(mpmath.exp(v) for v in r))) for r in rows],
+    }[ver.op]
+    np.testing.assert_array_equal(out, np.array(want))
+
+
+@pytest.mark.parametrize("func", list(FUNCTIONS.values()))
+@pytest.mark.parametrize("data", [[[1.0], [2.0, 3.0]], [1.0, [2.0]]])
+def test_ragged_lists_are_a_clean_error(func, data) -> None:
+    ver = FUNCTIONS_VERSIONS[func.__name__]
+    expect_error(ValueError, lambda: func(data), ver.label, "data cannot be read as an array")
+
+
+FUNCTIONS_VERSIONS = {func.__name__: onnx_reduce.spec.latest(op) for op, func in FUNCTIONS.items()}
+
+
+@pytest.mark.parametrize("attributes", ["keepdims", ["keepdims"], 1])
+def test_attributes_must_be_a_mapping(attributes) -> None:
+    ver = VERSIONS["ReduceSum"][13]
+    expect_error(
+        TypeError, lambda: execute(ver, np.ones(3), attributes), "ReduceSum-13",
+        "attributes must be a mapping", repr(attributes),
+    )
+
+
+# --- prepared calls --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("shape", "exc", "shown"),
+    [("abc", TypeError, "'abc'"), (3, TypeError, "3"), ((2, -1), ValueError, "dim -1"),
+     ((2.0,), TypeError, "2.0"), ((True,), TypeError, "True"), (("N",), TypeError, "'N'"),
+     ((2**63,), ValueError, f"dim {2**63}")],
+)
+def test_prepare_checks_the_shape(shape, exc, shown: str) -> None:
+    ver = VERSIONS["ReduceL2"][18]
+    expect_error(
+        exc, lambda: pipeline.prepare(ver, np.dtype(np.float32), shape, {}), "ReduceL2-18", shown
+    )
+
+
+@pytest.mark.parametrize("dtype", ["junk", "float33", object()])
+def test_prepare_checks_the_dtype(dtype) -> None:
+    ver = VERSIONS["ReduceL2"][18]
+    expect_error(
+        TypeError, lambda: pipeline.prepare(ver, dtype, (2,), {}), "ReduceL2-18",
+        "cannot read", repr(dtype),
+    )
+
+
+# --- opsets at every front door --------------------------------------------------------------
+
+NEWEST = onnx.defs.onnx_opset_version()
+OPSET_DOORS = ["functions", "infer_shape", "expand", "run_node", "model", "reference", "cli"]
+
+
+def call_at_opset(door: str, op: str, opset: Any) -> Any:
+    """One call of ``op`` at ``opset`` through ``door``."""
+    data = np.ones((2, 3), np.float32)
+    node = oh.make_node(op, ["x"], ["y"])
+    if door == "functions":
+        return FUNCTIONS[op](data, opset=opset)
+    if door == "infer_shape":
+        return onnx_reduce.infer_shape(op, opset, (2, 3))
+    if door == "expand":
+        return onnx_reduce.expand(node, opset, stable=True)
+    if door == "run_node":
+        return backend.run_node(node, [data], opset_version=opset)
+    if door == "cli":
+        return _cli_at_opset(op, opset, data)
+    graph = oh.make_graph([node], "g", [oh.make_tensor_value_info("x", 1, [2, 3])],
+                          [oh.make_tensor_value_info("y", 1, None)])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+    if door == "model":
+        return backend.prepare(model).run([data])
+    from onnx.reference import ReferenceEvaluator
+
+    return ReferenceEvaluator(model, new_ops=onnx_reduce.reference_ops()).run(None, {"x": data})
+
+
+def _cli_at_opset(op: str, opset: int, data: np.ndarray) -> None:
+    """The CLI's ``eval --opset``: a refusal must be one line on stderr and exit status 2."""
+    import tempfile
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from onnx_reduce.cli import app
+
+    name = {"ReduceSum": "sum", "ReduceL2": "l2", "ReduceLogSumExp": "logsumexp"}[op]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "x.npy"
+        np.save(path, data)
+        result = CliRunner().invoke(app, ["eval", name, str(path), "--opset", str(opset)])
+    if result.exit_code == 0:
+        return
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    raise ValueError(lines[0])
+
+
+#: (door, opsets beyond onnx's newest): a model's opset is an int64, one beyond is enough there
+BEYOND = [(door, beyond) for door in OPSET_DOORS for beyond in (1, 10**9, 2**70)
+          if beyond == 1 or door in ("functions", "infer_shape", "expand", "run_node")]
+
+
+@pytest.mark.parametrize(("door", "beyond"), BEYOND)
+@pytest.mark.parametrize("op", OPS)
+def test_every_front_door_refuses_opsets_beyond_onnx(door: str, beyond: int, op: str) -> None:
+    """An opset the installed onnx does not define may change the op: refused, with the range."""
+    opset = NEWEST + beyond
+    expect_error(ValueError, lambda: call_at_opset(door, op, opset), op,
+                 f"opset {opset} is beyond the newest", f"(accepted: 1 to {NEWEST})")
+
+
+@pytest.mark.parametrize(
+    ("door", "opset", "exc"),
+    [(door, opset, exc) for door in ("functions", "infer_shape", "expand", "run_node")
+     for opset, exc in ((0, ValueError), (-3, ValueError), (True, TypeError), (13.0, TypeError))
+     if door != "run_node" or exc is ValueError],  # run_node converts opset_version with int()
+)
+def test_every_front_door_refuses_opsets_that_are_not_versions(door: str, opset, exc) -> None:
+    expect_error(exc, lambda: call_at_opset(door, "ReduceSum", opset), "ReduceSum",
+                 repr(opset), "accepted: 1 to")
+
+
+@pytest.mark.parametrize("door", OPSET_DOORS)
+@pytest.mark.parametrize("op", OPS)
+def test_the_newest_opset_onnx_defines_is_accepted(door: str, op: str) -> None:
+    call_at_opset(door, op, NEWEST)  # the CLI door raises unless the exit status is 0
+
+
+# --- hostile values in messages --------------------------------------------------------------
+
+WIDE = 2**20000  # too wide for str(): Python refuses to convert it
+HOSTILE_CALLS = {
+    "wide axis": lambda x: onnx_reduce.reduce_sum(x, axes=[WIDE]),
+    "wide axis (attribute)": lambda x: onnx_reduce.reduce_sum(x, axes=[5, WIDE], opset=11),
+    "wide opset": lambda x: onnx_reduce.reduce_sum(x, opset=WIDE),
+    "wide dim": lambda x: onnx_reduce.infer_shape("ReduceSum", 13, [WIDE]),
+    "nested wide axis": lambda x: onnx_reduce.reduce_sum(x, axes=[[WIDE]]),
+    "many duplicates": lambda x: onnx_reduce.reduce_sum(x, axes=[0] * 10**5),
+    "many floats": lambda x: onnx_reduce.reduce_sum(x, axes=[1.5] * 10**5),
+    "long opset list": lambda x: onnx_reduce.reduce_sum(x, opset=[1] * 10**5),
+    "long string shape": lambda x: onnx_reduce.infer_shape("ReduceSum", 13, "a" * 10**5),
+    "long operator": lambda x: onnx_reduce.infer_shape("R" * 10**5, 13, [1]),
+    "2-D keepdims": lambda x: onnx_reduce.reduce_sum(x, keepdims=np.array([[1, 2], [3, 4]])),
+    "escape keepdims": lambda x: onnx_reduce.reduce_sum(x, keepdims="\x1b[31m\nred"),
+}
+
+
+@pytest.mark.parametrize("call", list(HOSTILE_CALLS.values()), ids=list(HOSTILE_CALLS))
+def test_errors_show_hostile_values_on_one_short_line(call) -> None:
+    """A value too wide, too long or multi-line is shown cut to one short line (the error of a
+    wide integer used to be Python's "Exceeds the limit (4300 digits)", not ours)."""
+    with pytest.raises((TypeError, ValueError)) as info:
+        call(np.ones((2, 3), np.float32))
+    message = str(info.value)
+    assert "\n" not in message
+    assert "\x1b" not in message
+    assert len(message) <= 200, message
+    assert message.startswith(("ReduceSum", "unknown operator"))

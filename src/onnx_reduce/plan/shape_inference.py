@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ..spec.table import resolve
-from ..spec.validate import as_axes, validate_attributes
+from ..spec.table import OpVersion, resolve
+from ..spec.validate import as_axes, check_shape, validate_attributes
 from .reduction import output_shape, reduced_axes
 
 
@@ -33,8 +33,9 @@ def infer_shape(
 ) -> tuple[Dim, ...] | None:
     """The output shape of ``op`` at opset ``version`` for an input of ``input_shape``.
 
-    ``input_shape`` None means the rank is unknown; the result is None when the output rank cannot
-    be known. ``axes`` is the axes *input* (versions that take one): None when absent,
+    ``input_shape`` is a sequence of dims (ints >= 0, symbols, None; ``TypeError`` for anything
+    else, a string included) or None when the rank is unknown; the result is None when the output
+    rank cannot be known. ``axes`` is the axes *input* (versions that take one): None when absent,
     :data:`UNKNOWN_AXES` when present but not a constant. Attribute axes go in ``attributes``.
 
     >>> infer_shape("ReduceSum", 13, ("batch", 3, None), {"keepdims": 0}, axes=[1])
@@ -45,19 +46,28 @@ def infer_shape(
     (None, None)
     """
     ver = resolve(op, version)
+    shape = None if input_shape is None else check_shape(ver, input_shape, symbolic=True)
     unknown_axes = axes is UNKNOWN_AXES
-    if unknown_axes and not ver.axes_is_input:
-        raise ValueError(f"{ver.label}: takes axes as an attribute, not as an input")
-    axes_input = None
-    if axes is not None and not unknown_axes:
-        axes_input = np.array(as_axes(ver, axes, "the axes input"), dtype=np.int64)
-    request = validate_attributes(ver, attributes or {}, axes_input)
-    if input_shape is None:
+    request = validate_attributes(
+        ver, {} if attributes is None else attributes,
+        _axes_input(ver, axes, None if shape is None else len(shape)),
+    )
+    if shape is None:
         return None
-    shape = tuple(input_shape)
     if unknown_axes:
         return tuple(None for _ in shape) if request.keepdims else None
     axes_to_reduce = reduced_axes(request, len(shape))
     if axes_to_reduce is None:
         return shape
     return output_shape(shape, axes_to_reduce, request.keepdims)
+
+
+def _axes_input(ver: OpVersion, axes: Any, rank: int | None) -> np.ndarray | None:
+    """The axes input as the pipeline takes it (int64 array), or None (absent or unknown)."""
+    if axes is UNKNOWN_AXES:
+        if not ver.axes_is_input:
+            raise ValueError(f"{ver.label}: takes axes as an attribute, not as an input")
+        return None
+    if axes is None:
+        return None
+    return np.array(as_axes(ver, axes, "the axes input", rank), dtype=np.int64)

@@ -1,8 +1,19 @@
 """Stage 1 of the pipeline: the table of operator versions and all validation."""
 
-from .dtypes import accumulator, bfloat16, is_float, onnx_type_name
-from .table import OPS, VERSIONS, OpVersion, latest, resolve
-from .validate import Request, as_axes, check_axes, check_dtype, validate, validate_attributes
+from .dtypes import accumulator, bfloat16, is_float, native_dtype, onnx_type_name
+from .table import OPS, VERSIONS, OpVersion, latest, newest_opset, resolve
+from .validate import (
+    Request,
+    as_array,
+    as_axes,
+    as_dtype,
+    check_array,
+    check_axes,
+    check_dtype,
+    check_shape,
+    validate,
+    validate_attributes,
+)
 
 __all__ = [
     "OPS",
@@ -10,12 +21,18 @@ __all__ = [
     "OpVersion",
     "Request",
     "accumulator",
+    "as_array",
     "as_axes",
+    "as_dtype",
     "bfloat16",
+    "check_array",
     "check_axes",
     "check_dtype",
+    "check_shape",
     "is_float",
     "latest",
+    "native_dtype",
+    "newest_opset",
     "onnx_type_name",
     "resolve",
     "validate",

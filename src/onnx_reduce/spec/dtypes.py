@@ -34,16 +34,26 @@ EXTENDED = np.dtype(np.longdouble) if np.finfo(np.longdouble).nmant > 52 else np
 
 
 def onnx_type_name(dtype: np.dtype) -> str:
-    """The ONNX name of a numpy dtype (``float32`` -> ``"float"``), or numpy's own name.
+    """The ONNX name of a numpy dtype (``float32`` -> ``"float"``), or numpy's own name; byte
+    order does not matter (a big-endian float32 is a float).
 
-    >>> onnx_type_name(np.dtype(np.float32))
-    'float'
+    >>> onnx_type_name(np.dtype(np.float32)), onnx_type_name(np.dtype(">f4"))
+    ('float', 'float')
     """
-    name = _ONNX_NAMES.get(dtype)  # the common case: already a dtype, no conversion
+    name = _ONNX_NAMES.get(dtype)  # the common case: already a native dtype, no conversion
     if name is None:
-        dtype = np.dtype(dtype)
+        dtype = native_dtype(np.dtype(dtype))
         name = _ONNX_NAMES.get(dtype, dtype.name)
     return name
+
+
+def native_dtype(dtype: np.dtype) -> np.dtype:
+    """``dtype`` in the machine's byte order (itself when it already is).
+
+    >>> native_dtype(np.dtype(">i4")) == np.dtype(np.int32)
+    True
+    """
+    return dtype if dtype.isnative else dtype.newbyteorder("=")
 
 
 def is_float(dtype: np.dtype) -> bool:

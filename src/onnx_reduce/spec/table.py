@@ -11,8 +11,11 @@ True
 
 from __future__ import annotations
 
-import operator
+import functools
 from dataclasses import dataclass
+from typing import Any
+
+from .values import as_integer, shown
 
 OPS = ("ReduceSum", "ReduceL2", "ReduceLogSumExp")
 
@@ -76,26 +79,59 @@ VERSIONS: dict[str, dict[int, OpVersion]] = {
 }
 
 
+#: The newest version in the table (every opset up to it is defined by any supported onnx).
+_NEWEST_VERSION = max(v for versions in VERSIONS.values() for v in versions)
+
+
 def latest(op: str) -> OpVersion:
     """The newest version of ``op``."""
     return VERSIONS[_known_op(op)][max(VERSIONS[op])]
 
 
 def resolve(op: str, opset: int) -> OpVersion:
-    """The version of ``op`` in force in a model that imports the default domain at ``opset``."""
+    """The version of ``op`` in force in a model that imports the default domain at ``opset``.
+
+    ``opset`` is an integer from 1 to :func:`newest_opset` (a newer opset may change the
+    operator in ways this table cannot know, so it is refused rather than guessed)."""
     versions = VERSIONS[_known_op(op)]
-    try:
-        if isinstance(opset, bool):
-            raise TypeError
-        opset = operator.index(opset)
-    except TypeError:
-        raise TypeError(f"{op}: opset must be an integer >= 1, got {opset!r}") from None
-    if opset < 1:
-        raise ValueError(f"{op}: opset must be an integer >= 1, got {opset!r}")
+    opset = _opset_number(op, opset)
     return versions[max(v for v in versions if v <= opset)]
 
 
+@functools.cache
+def newest_opset() -> int:
+    """The newest default-domain opset accepted: the one the installed onnx defines (onnx is
+    imported only when an opset beyond this table's newest version asks)."""
+    import onnx.defs
+
+    return max(onnx.defs.onnx_opset_version(), _NEWEST_VERSION)
+
+
+def _opset_number(op: str, opset: Any) -> int:
+    """``opset`` as a Python int; ``TypeError``/``ValueError`` outside 1..:func:`newest_opset`."""
+    number = as_integer(opset)
+    if number is None or number < 1:
+        error = TypeError if number is None else ValueError
+        raise error(f"{op}: opset must be an integer >= 1, got {shown(opset)} {_accepted()}")
+    if number > _NEWEST_VERSION and number > newest_opset():
+        import onnx
+
+        raise ValueError(
+            f"{op}: opset {shown(number)} is beyond the newest the installed onnx "
+            f"{onnx.__version__} defines {_accepted()}"
+        )
+    return number
+
+
+def _accepted() -> str:
+    return f"(accepted: 1 to {newest_opset()})"
+
+
 def _known_op(op: str) -> str:
+    if not isinstance(op, str):
+        raise TypeError(f"the operator must be a name such as 'ReduceSum', got {shown(op)}")
     if op not in VERSIONS:
-        raise ValueError(f"unknown operator {op!r}; onnx-reduce implements {', '.join(OPS)}")
+        raise ValueError(
+            f"unknown operator {shown(op)}; onnx-reduce implements {', '.join(OPS)}"
+        )
     return op
