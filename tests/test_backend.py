@@ -387,6 +387,12 @@ def test_run_with_a_dict_refuses_unknown_names():
         rep.run({"x": X, "y": X})
 
 
+def _initializer_of_type(data_type):
+    tensor = numpy_helper.from_array(np.array([1], np.int64), "axes")
+    tensor.data_type = data_type
+    return tensor
+
+
 def _graph_model(nodes, outputs=("y",)):
     return _model(nodes, [_vi("x")], [_vi(name) for name in outputs], 13)
 
@@ -411,9 +417,15 @@ def _graph_model(nodes, outputs=("y",)):
         (_graph_model([oh.make_node("Identity", ["x"], ["t"]),
                        oh.make_node("Relu", ["u"], ["y"])]),
          r"node 1 \('Relu'\) reads 'u'"),
+        (_model([oh.make_node("ReduceSum", ["x", "axes"], ["y"])], [_vi("x")], [_vi("y")], 18,
+                [_initializer_of_type(999)]),
+         "initializer 'axes' has an unknown data type 999"),
+        (_model([oh.make_node("Relu", ["axes"], ["y"])], [], [_vi("y")], 18,
+                [_initializer_of_type(TensorProto.UNDEFINED)]),
+         "initializer 'axes' has an unknown data type 0"),
     ],
     ids=["undefined-input", "unproduced-output", "cycle", "no-inputs", "empty-data",
-         "no-output", "mixed-undefined"],
+         "no-output", "mixed-undefined", "initializer-type", "initializer-no-type"],
 )
 def test_invalid_graphs_are_refused_when_prepared(model, message):
     with pytest.raises(ValueError, match=message):

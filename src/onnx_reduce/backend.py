@@ -212,8 +212,10 @@ def _default_opset(model: onnx.ModelProto) -> int | None:
 
 
 def _check_graph(graph: onnx.GraphProto) -> None:
-    """Every node reads only names defined before it (graph inputs, initializers, earlier
-    outputs: a graph in topological order, so no cycle), every graph output is produced."""
+    """Every initializer can be decoded, every node reads only names defined before it (graph
+    inputs, initializers, earlier outputs: a graph in topological order, so no cycle), every
+    graph output is produced."""
+    _check_initializers(graph)
     defined = {i.name for i in graph.input} | {i.name for i in graph.initializer}
     for index, node in enumerate(graph.node):
         if node.domain in _DEFAULT_DOMAINS and node.op_type in OPS:
@@ -228,6 +230,17 @@ def _check_graph(graph: onnx.GraphProto) -> None:
     for output in graph.output:
         if output.name not in defined:
             raise ValueError(f"graph output {output.name!r} is produced by no node or input")
+
+
+def _check_initializers(graph: onnx.GraphProto) -> None:
+    """Every initializer has a data type onnx can decode."""
+    for initializer in graph.initializer:
+        try:
+            onnx.helper.tensor_dtype_to_np_dtype(initializer.data_type)
+        except (KeyError, ValueError, TypeError):
+            raise ValueError(
+                f"initializer {initializer.name!r} has an unknown data type {initializer.data_type}"
+            ) from None
 
 
 def _check_reduce_node(index: int, node: onnx.NodeProto) -> None:

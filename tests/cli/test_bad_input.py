@@ -216,3 +216,11 @@ def test_an_unexpected_failure_is_one_line_too(x: Path, monkeypatch: pytest.Monk
         "error: internal error: KeyError: 'a bug' (a bug in onnx-reduce; --debug shows the "
         "traceback)"
     ]
+
+
+def test_run_output_that_cannot_fit(tmp_path: Path) -> None:
+    """In a model the backend allocates the output; numpy's MemoryError is one line too."""
+    node = helper.make_node("ReduceSum", ["x"], ["y"], axes=[0])
+    model = save_model(tmp_path / "m.onnx", [node], [vi("x")], [vi("y")], (("", 11),))
+    huge = _empty_huge(tmp_path / "huge.npy")
+    assert_user_error(invoke("run", model, "-i", f"x={huge}"), "not enough memory")
