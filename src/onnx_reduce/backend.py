@@ -117,7 +117,9 @@ class OnnxReduceRep(BackendRep):
         if missing:
             raise ValueError(f"missing model inputs {missing} (the model takes {self.input_names})")
         for declared in self._input_types:
-            declared.check(feeds[declared.name])
+            value = feeds[declared.name]
+            if value.dtype is not declared.dtype or value.shape != declared.dims:  # else it fits
+                declared.check(value)
         return feeds
 
 
@@ -307,11 +309,11 @@ class _DeclaredType:
 
     def check(self, value: np.ndarray) -> None:
         """Refuse a fed array of another element type, rank or fixed size."""
-        if self.dtype is not None and value.dtype is not self.dtype and value.dtype != self.dtype:
+        if self.dtype is not None and value.dtype != self.dtype:
             raise TypeError(
                 f"model input {self.name!r} is declared {self.type_name}, got {value.dtype}"
             )
-        if self.dims is not None and value.shape != self.dims and not self._fits(value.shape):
+        if self.dims is not None and not self._fits(value.shape):
             shape = tuple("?" if d is None else d for d in self.dims)
             raise ValueError(
                 f"model input {self.name!r} is declared of shape {shape}, got {value.shape}"
