@@ -292,7 +292,7 @@ def message_class(line: str, folder: Path) -> str:
     """The message with its paths, names and numbers taken out (a histogram key)."""
     text = line.removeprefix("error: ").replace(str(folder), "")
     text = re.sub(r"'[^']*'|\"[^\"]*\"|\([^()]*\)", "…", text)
-    text = re.sub(r"\d+", "N", text)
+    text = re.sub(r"\b\d+\b", "N", text)
     return " ".join(text.split()[:7])
 
 
