@@ -30,7 +30,7 @@ def _reduce_model(op, opset, axes=None, elem=F32, **attrs):
     inputs = [_vi("x", elem)]
     names = ["x"]
     if axes is not None and axes_is_input:
-        inputs.append(_vi("axes", TensorProto.INT64, [len(axes)]))
+        inputs.append(_vi("axes", TensorProto.INT64, ["n_axes"]))
         names.append("axes")
     elif axes is not None:
         attrs["axes"] = list(axes)
@@ -288,3 +288,172 @@ def test_errors_name_op_and_version_inside_a_mixed_graph():
 
     with pytest.raises(TypeError, match="ReduceLogSumExp-11: data type 'bfloat16'"):
         backend.prepare(model).run([np.ones(2, dtype=bfloat16)])
+
+
+# --- models checked when prepared, inputs checked when run ---------------------------------------
+
+
+def _sequence_input():
+    return oh.make_tensor_sequence_value_info("x", F32, None)
+
+
+def _map_input():
+    value = oh.make_tensor_type_proto(F32, None)
+    return oh.make_value_info("x", oh.make_map_type_proto(TensorProto.INT64, value))
+
+
+def _optional_input():
+    tensor = oh.make_tensor_type_proto(F32, None)
+    return oh.make_value_info("x", oh.make_optional_type_proto(tensor))
+
+
+def _sparse_input():
+    return oh.make_sparse_tensor_value_info("x", F32, [2, 3])
+
+
+@pytest.mark.parametrize(
+    ("declared", "kind"),
+    [(_sequence_input, "sequence"), (_map_input, "map"), (_optional_input, "optional"),
+     (_sparse_input, "sparse_tensor")],
+)
+def test_graph_inputs_must_be_tensors(declared, kind):
+    model = _model([oh.make_node("ReduceSum", ["x"], ["y"])], [declared()], [_vi("y")], 13)
+    with pytest.raises(TypeError, match=rf"model input 'x' is declared a {kind}; .* tensors only"):
+        backend.prepare(model)
+
+
+def test_inputs_are_checked_against_their_declared_type():
+    node = oh.make_node("ReduceSum", ["x"], ["y"], keepdims=0)
+    rep = backend.prepare(_model([node], [_vi("x", F32, ["n", 3])], [_vi("y")], 13))
+    assert rep.run([np.ones((5, 3), np.float32)])[0] == 15  # a symbolic dim takes any size
+    with pytest.raises(TypeError, match="model input 'x' is declared float, got float64"):
+        rep.run([np.ones((2, 3))])
+    with pytest.raises(ValueError, match=r"model input 'x' is declared of shape \('\?', 3\), got"):
+        rep.run([np.ones((2, 4), np.float32)])
+    with pytest.raises(ValueError, match="model input 'x' is declared of shape"):
+        rep.run({"x": np.ones(3, np.float32)})
+    untyped = oh.make_value_info("x", onnx.TypeProto())
+    rep = backend.prepare(_model([node], [untyped], [_vi("y")], 13))
+    assert rep.run([np.ones(4)])[0] == 4  # nothing declared: anything is taken
+
+
+def test_inputs_checked_in_mixed_graphs_too():
+    nodes = [oh.make_node("Identity", ["x"], ["t"]), oh.make_node("ReduceSum", ["t"], ["y"])]
+    rep = backend.prepare(_model(nodes, [_vi("x", F64, [2])], [_vi("y", F64)], 13))
+    with pytest.raises(TypeError, match="model input 'x' is declared double, got int32"):
+        rep.run([np.array([1, 2], np.int32)])
+
+
+def test_a_model_must_import_the_default_domain():
+    node = oh.make_node("ReduceSum", ["x"], ["y"])
+    graph = oh.make_graph([node], "g", [_vi("x")], [_vi("y")])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("com.example", 1)])
+    with pytest.raises(ValueError, match="does not import the default ONNX domain"):
+        backend.prepare(model)
+
+
+def test_the_default_domain_may_be_named_ai_onnx():
+    node = oh.make_node("ReduceSum", ["x"], ["y"], keepdims=0, domain="ai.onnx")
+    graph = oh.make_graph([node], "g", [_vi("x")], [_vi("y")])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("ai.onnx", 13)])
+    assert backend.prepare(model).run([np.ones(3, np.float32)])[0] == 3
+    (y,) = backend.run_node(node, [np.ones(3, np.float32)], opset_version=13)
+    assert y == 3
+    add = oh.make_node("Add", ["a", "b"], ["c"], domain="ai.onnx")
+    (c,) = backend.run_node(add, [np.ones(2), np.ones(2)], opset_version=14)
+    np.testing.assert_array_equal(c, [2.0, 2.0])
+
+
+def test_run_node_binds_a_dict_by_name():
+    node = oh.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)
+    x = np.array([[1.0, 2.0], [3.0, 4.0]])
+    feeds = {"axes": np.array([1], np.int64), "x": x}  # not in the node's order
+    (y,) = backend.run_node(node, feeds, opset_version=13)
+    np.testing.assert_array_equal(y, [3.0, 7.0])
+    (y,) = backend.run_node(node, {"x": x}, opset_version=13)  # axes left out: all axes
+    assert y == 10.0
+    with pytest.raises(ValueError, match="node 'ReduceSum' has no input 'data'"):
+        backend.run_node(node, {"data": x}, opset_version=13)
+    with pytest.raises(ValueError, match="ReduceSum-13: the data input is not given"):
+        backend.run_node(node, {"axes": np.array([1], np.int64)}, opset_version=13)
+    sub = oh.make_node("Sub", ["a", "b"], ["c"])
+    (c,) = backend.run_node(sub, {"b": np.ones(2), "a": np.zeros(2)}, opset_version=14)
+    np.testing.assert_array_equal(c, [-1.0, -1.0])
+
+
+def test_run_with_a_dict_refuses_unknown_names():
+    rep = backend.prepare(_reduce_model("ReduceSum", 13))
+    with pytest.raises(ValueError, match="the model has no input 'y'"):
+        rep.run({"x": X, "y": X})
+
+
+def _initializer_of_type(data_type):
+    tensor = numpy_helper.from_array(np.array([1], np.int64), "axes")
+    tensor.data_type = data_type
+    return tensor
+
+
+def _graph_model(nodes, outputs=("y",)):
+    return _model(nodes, [_vi("x")], [_vi(name) for name in outputs], 13)
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        (_graph_model([oh.make_node("ReduceSum", ["zz"], ["y"])]),
+         r"node 0 \('ReduceSum'\) reads 'zz', which no graph input"),
+        (_graph_model([oh.make_node("ReduceSum", ["x"], ["y"])], outputs=("y", "w")),
+         "graph output 'w' is produced by no node"),
+        (_graph_model([oh.make_node("ReduceSum", ["b"], ["a"], name="first"),
+                       oh.make_node("ReduceSum", ["a"], ["b"]),
+                       oh.make_node("ReduceSum", ["x"], ["y"])]),
+         r"node 0 'first' \('ReduceSum'\) reads 'b'"),
+        (_graph_model([oh.make_node("ReduceSum", [], ["y"])]),
+         r"node 0 \('ReduceSum'\) takes data and optionally axes, got inputs \[\]"),
+        (_graph_model([oh.make_node("ReduceSum", ["", "x"], ["y"])]),
+         "takes data and optionally axes"),
+        (_graph_model([oh.make_node("ReduceSum", ["x"], [])], outputs=()),
+         r"has one output, got \[\]"),
+        (_graph_model([oh.make_node("Identity", ["x"], ["t"]),
+                       oh.make_node("Relu", ["u"], ["y"])]),
+         r"node 1 \('Relu'\) reads 'u'"),
+        (_model([oh.make_node("ReduceSum", ["x", "axes"], ["y"])], [_vi("x")], [_vi("y")], 18,
+                [_initializer_of_type(999)]),
+         "initializer 'axes' has an unknown data type 999"),
+        (_model([oh.make_node("Relu", ["axes"], ["y"])], [], [_vi("y")], 18,
+                [_initializer_of_type(TensorProto.UNDEFINED)]),
+         "initializer 'axes' has an unknown data type 0"),
+    ],
+    ids=["undefined-input", "unproduced-output", "cycle", "no-inputs", "empty-data",
+         "no-output", "mixed-undefined", "initializer-type", "initializer-no-type"],
+)
+def test_invalid_graphs_are_refused_when_prepared(model, message):
+    with pytest.raises(ValueError, match=message):
+        backend.prepare(model)
+
+
+def test_unknown_domains_are_refused_when_prepared():
+    node = oh.make_node("Foo", ["x"], ["y"], domain="com.example")
+    graph = oh.make_graph([node], "g", [_vi("x")], [_vi("y")])
+    imported = [oh.make_opsetid("", 18), oh.make_opsetid("com.example", 1)]
+    with pytest.raises(ValueError, match=r"the model cannot run: .*'Foo'.*'com\.example'"):
+        backend.prepare(oh.make_model(graph, opset_imports=imported))
+    not_imported = oh.make_model(graph, opset_imports=imported[:1])
+    with pytest.raises(ValueError, match=r"node 0 \('Foo'\) is in domain 'com.example', which"):
+        backend.prepare(not_imported)
+
+
+def test_names_in_messages_are_escaped():
+    node = oh.make_node("ReduceSum", ["x\x1b[2J"], ["y"])
+    with pytest.raises(ValueError, match="reads 'x") as raised:
+        backend.prepare(_graph_model([node]))
+    assert "\x1b" not in str(raised.value)
+    assert r"'x\x1b[2J'" in str(raised.value)
+
+
+def test_a_model_that_feeds_another_op_wrongly_is_a_value_error():
+    nodes = [oh.make_node("Add", ["x", "axes"], ["y"])]
+    inits = [numpy_helper.from_array(np.array([1], np.int64), "axes")]
+    rep = backend.prepare(_model(nodes, [_vi("x")], [_vi("y")], 18, inits))
+    with pytest.raises(ValueError, match=r"the model fails in onnx\.reference: .*float32 != int64"):
+        rep.run([np.ones(2, np.float32)])

@@ -4,6 +4,13 @@ Nodes of the three operators run through onnx-reduce at the version the model's 
 a graph made only of them runs directly, any other graph runs in
 :class:`onnx.reference.ReferenceEvaluator` with onnx-reduce plugged in for the three operators.
 
+A model is checked when prepared (a clear ``ValueError``/``TypeError`` instead of a failure deep
+inside): the default domain is imported (as ``""`` or ``"ai.onnx"``), every node reads only names
+defined before it, every graph output is produced, every node's domain is imported and known, and
+every graph input is declared a tensor (or not declared). Each run checks the inputs against their
+declared element type, rank and fixed dims, and binds a dict of inputs by name. Names from the model
+are quoted with ``repr`` in messages, which escapes control characters.
+
 >>> import onnx.helper as oh
 >>> node = oh.make_node("ReduceL2", ["x"], ["y"], axes=[0], keepdims=0)
 >>> graph = oh.make_graph([node], "g", [oh.make_tensor_value_info("x", 1, [2])],
@@ -16,6 +23,7 @@ array(5.e+30, dtype=float32)
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,6 +39,9 @@ from .spec import OPS, OpVersion, resolve
 #: Prepared node calls kept per model (cleared when full).
 _MAX_PREPARED = 1024
 
+#: The names of the default (ONNX) domain.
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
 
 class OnnxReduceRep(BackendRep):
     """A prepared model: call :meth:`run` with the graph inputs (list, tuple, dict or array)."""
@@ -39,23 +50,24 @@ class OnnxReduceRep(BackendRep):
         self.model = model
         graph = model.graph
         initializers = {init.name for init in graph.initializer}
-        self.input_names = [i.name for i in graph.input if i.name not in initializers]
+        graph_inputs = [i for i in graph.input if i.name not in initializers]
+        self.input_names = [i.name for i in graph_inputs]
         self.output_names = [o.name for o in graph.output]
+        self._input_types = [t for t in map(_declared_type, graph_inputs) if t is not None]
         opset = _default_opset(model)
+        _check_graph(graph)
         self._steps = _direct_steps(graph, opset)
         self._prepared: dict[tuple, Callable[[np.ndarray], np.ndarray]] = {}
         if self._steps is not None:
             self._constants = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
             self._evaluator = None
         else:
-            from onnx.reference import ReferenceEvaluator
-
-            self._evaluator = ReferenceEvaluator(model, new_ops=reference_ops())
+            self._evaluator = _reference_evaluator(model)
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         feeds = self._feeds(inputs)
         if self._evaluator is not None:
-            return tuple(self._evaluator.run(None, feeds))
+            return _evaluate(self._evaluator, feeds)
         values = {**self._constants, **feeds}
         for step, (ver, node, attributes) in enumerate(self._steps):
             names = list(node.input)
@@ -85,6 +97,7 @@ class OnnxReduceRep(BackendRep):
 
     def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:
         if isinstance(inputs, Mapping):
+            _check_names(inputs, self.input_names, "the model")
             feeds = {name: np.asarray(value) for name, value in inputs.items()}
         else:
             if isinstance(inputs, np.ndarray):
@@ -103,6 +116,10 @@ class OnnxReduceRep(BackendRep):
         missing = [name for name in self.input_names if name not in feeds]
         if missing:
             raise ValueError(f"missing model inputs {missing} (the model takes {self.input_names})")
+        for declared in self._input_types:
+            value = feeds[declared.name]
+            if value.dtype is not declared.dtype or value.shape != declared.dims:  # else it fits
+                declared.check(value)
         return feeds
 
 
@@ -140,14 +157,19 @@ class OnnxReduceBackend(Backend):
     ) -> tuple[np.ndarray, ...]:
         """Run one node; ``opset_version`` (default: the newest onnx knows) picks its version."""
         opset = int(kwargs.get("opset_version", onnx.defs.onnx_opset_version()))
-        values = list(inputs.values()) if isinstance(inputs, Mapping) else list(inputs)
-        if node.domain == "" and node.op_type in OPS:
+        values = _node_values(node, inputs)
+        if node.domain in _DEFAULT_DOMAINS and node.op_type in OPS:
             ver = resolve(node.op_type, opset)
+            if not values or values[0] is None:
+                raise ValueError(f"{ver.label}: the data input is not given")
             axes = np.asarray(values[1]) if len(values) > 1 and values[1] is not None else None
             return (execute(ver, np.asarray(values[0]), _attributes(node), axes),)
         from onnx.reference import ReferenceEvaluator
 
-        feeds = dict(zip([n for n in node.input if n], values, strict=False))
+        if node.domain == "ai.onnx":
+            node = _in_domain(node, "")
+        pairs = zip(node.input, values, strict=False)
+        feeds = {name: value for name, value in pairs if name and value is not None}
         evaluator = ReferenceEvaluator(node, new_ops=reference_ops(), opsets={"": opset})
         return tuple(evaluator.run(None, feeds))
 
@@ -156,20 +178,181 @@ class OnnxReduceBackend(Backend):
         return Device(device).type == DeviceType.CPU
 
 
-def _default_opset(model: onnx.ModelProto) -> int:
+def _node_values(node: onnx.NodeProto, inputs: Any) -> list[Any]:
+    """``inputs`` in the order of ``node.input``: a dict is bound by name (None where absent)."""
+    if not isinstance(inputs, Mapping):
+        return list(inputs)
+    _check_names(inputs, [name for name in node.input if name], f"node {node.op_type!r}")
+    return [inputs.get(name) if name else None for name in node.input]
+
+
+def _check_names(inputs: Mapping[str, Any], names: list[str], owner: str) -> None:
+    unknown = [name for name in inputs if name not in names]
+    if unknown:
+        raise ValueError(f"{owner} has no input {unknown[0]!r}; its inputs: {names}")
+
+
+def _in_domain(node: onnx.NodeProto, domain: str) -> onnx.NodeProto:
+    moved = onnx.NodeProto()
+    moved.CopyFrom(node)
+    moved.domain = domain
+    return moved
+
+
+def _default_opset(model: onnx.ModelProto) -> int | None:
+    """The version of the default domain the model imports (None if no node needs one)."""
     for opset in model.opset_import:
-        if opset.domain in ("", "ai.onnx"):
+        if opset.domain in _DEFAULT_DOMAINS:
             return opset.version
-    return onnx.defs.onnx_opset_version()
+    if any(node.domain in _DEFAULT_DOMAINS for node in model.graph.node):
+        imported = [f"{o.domain!r} {o.version}" for o in model.opset_import]
+        raise ValueError(
+            "the model does not import the default ONNX domain ('' or 'ai.onnx'), which its "
+            f"nodes use; its opset_import: {', '.join(imported) or 'none'}"
+        )
+    return None
+
+
+def _check_graph(graph: onnx.GraphProto) -> None:
+    """Every initializer can be decoded, every node reads only names defined before it (graph
+    inputs, initializers, earlier outputs: a graph in topological order, so no cycle), every
+    graph output is produced."""
+    _check_initializers(graph)
+    defined = {i.name for i in graph.input} | {i.name for i in graph.initializer}
+    for index, node in enumerate(graph.node):
+        if node.domain in _DEFAULT_DOMAINS and node.op_type in OPS:
+            _check_reduce_node(index, node)
+        for name in node.input:
+            if name and name not in defined:
+                raise ValueError(
+                    f"{_node_label(index, node)} reads {name!r}, which no graph input, "
+                    "initializer or earlier node defines"
+                )
+        defined.update(name for name in node.output if name)
+    for output in graph.output:
+        if output.name not in defined:
+            raise ValueError(f"graph output {output.name!r} is produced by no node or input")
+
+
+def _check_initializers(graph: onnx.GraphProto) -> None:
+    """Every initializer has a data type onnx can decode."""
+    for initializer in graph.initializer:
+        try:
+            onnx.helper.tensor_dtype_to_np_dtype(initializer.data_type)
+        except (KeyError, ValueError, TypeError):
+            raise ValueError(
+                f"initializer {initializer.name!r} has an unknown data type {initializer.data_type}"
+            ) from None
+
+
+def _check_reduce_node(index: int, node: onnx.NodeProto) -> None:
+    """A reduce node has the data input, at most an axes input besides, and one output."""
+    if not node.input or not node.input[0] or len(node.input) > 2:
+        raise ValueError(
+            f"{_node_label(index, node)} takes data and optionally axes, got inputs "
+            f"{list(node.input)}"
+        )
+    if len(node.output) != 1 or not node.output[0]:
+        raise ValueError(f"{_node_label(index, node)} has one output, got {list(node.output)}")
+
+
+def _node_label(index: int, node: onnx.NodeProto) -> str:
+    named = f" {node.name!r}" if node.name else ""
+    return f"node {index}{named} ({node.op_type!r})"
+
+
+def _reference_evaluator(model: onnx.ModelProto) -> Any:
+    """``onnx.reference``'s evaluator for the model; nodes it cannot run (an unknown domain or
+    op) are a ``ValueError``."""
+    from onnx.reference import ReferenceEvaluator
+
+    imported = {opset.domain for opset in model.opset_import} | set(_DEFAULT_DOMAINS)
+    for index, node in enumerate(model.graph.node):
+        if node.domain not in imported:
+            raise ValueError(
+                f"{_node_label(index, node)} is in domain {node.domain!r}, "
+                "which the model does not import"
+            )
+    try:
+        return ReferenceEvaluator(model, new_ops=reference_ops())
+    except (NotImplementedError, RuntimeError) as error:
+        raise ValueError(f"the model cannot run: {error}") from None
+
+
+def _evaluate(evaluator: Any, feeds: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
+    """Run the graph in onnx.reference; a node the model feeds wrongly (its RuntimeError, e.g.
+    ``Add`` of float32 and int64) is a ``ValueError``, as our own nodes' bad inputs are."""
+    try:
+        return tuple(evaluator.run(None, feeds))
+    except (RuntimeError, NotImplementedError) as error:
+        raise ValueError(f"the model fails in onnx.reference: {error}") from None
 
 
 def _direct_steps(
-    graph: onnx.GraphProto, opset: int
+    graph: onnx.GraphProto, opset: int | None
 ) -> list[tuple[OpVersion, onnx.NodeProto, dict]] | None:
     """The graph as a list of our own steps, or None when any node needs the reference."""
-    if not all(n.domain in ("", "ai.onnx") and n.op_type in OPS for n in graph.node):
+    if not all(n.domain in _DEFAULT_DOMAINS and n.op_type in OPS for n in graph.node):
         return None
     return [(resolve(n.op_type, opset), n, _attributes(n)) for n in graph.node]
+
+
+@dataclass(frozen=True)
+class _DeclaredType:
+    """A graph input's declared tensor type: element type (None: any) and dims (None: any
+    rank; a dim None: any size)."""
+
+    name: str
+    dtype: np.dtype | None
+    type_name: str
+    dims: tuple[int | None, ...] | None
+
+    def check(self, value: np.ndarray) -> None:
+        """Refuse a fed array of another element type, rank or fixed size."""
+        if self.dtype is not None and value.dtype != self.dtype:
+            raise TypeError(
+                f"model input {self.name!r} is declared {self.type_name}, got {value.dtype}"
+            )
+        if self.dims is not None and not self._fits(value.shape):
+            shape = tuple("?" if d is None else d for d in self.dims)
+            raise ValueError(
+                f"model input {self.name!r} is declared of shape {shape}, got {value.shape}"
+            )
+
+
+    def _fits(self, shape: tuple[int, ...]) -> bool:
+        return len(shape) == len(self.dims) and all(
+            want is None or want == got for want, got in zip(self.dims, shape, strict=True)
+        )
+
+
+def _declared_type(info: onnx.ValueInfoProto) -> _DeclaredType | None:
+    """What a graph input declares (None: nothing to check); a non-tensor type is refused."""
+    kind = info.type.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind != "tensor_type":
+        raise TypeError(
+            f"model input {info.name!r} is declared a {kind.removesuffix('_type')}; "
+            "onnx-reduce's backend takes tensors only"
+        )
+    tensor = info.type.tensor_type
+    dims = None
+    if tensor.HasField("shape"):
+        dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim)
+    return _DeclaredType(info.name, *_element_type(info.name, tensor.elem_type), dims)
+
+
+def _element_type(name: str, elem_type: int) -> tuple[np.dtype | None, str]:
+    if elem_type == onnx.TensorProto.UNDEFINED:
+        return None, "any"
+    try:
+        type_name = onnx.TensorProto.DataType.Name(elem_type).lower()
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)), type_name
+    except (KeyError, ValueError, TypeError):
+        raise ValueError(
+            f"model input {name!r} has an unknown element type {elem_type}"
+        ) from None
 
 
 def _attributes(node: onnx.NodeProto) -> dict[str, Any]:

@@ -25,6 +25,7 @@ import pytest
 from onnx import helper, numpy_helper
 from typer.testing import CliRunner
 
+from cli_checks import assert_user_error
 from onnx_reduce.cli import app, peers, tensors
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -67,16 +68,6 @@ def load(path: Path) -> np.ndarray:
         return numpy_helper.to_array(onnx.load_tensor(str(path)))
     return np.load(path)
 
-
-def assert_user_error(result, *fragments: str) -> None:
-    """Exit status 2, exactly one line on stderr, ``error: ...`` naming the fragments."""
-    assert result.exit_code == 2, (result.stdout, result.stderr)
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ")
-    for fragment in fragments:
-        assert fragment in lines[0]
-    assert "Traceback" not in result.stderr + result.stdout
 
 
 # --------------------------------------------------------------------------------------------
@@ -395,7 +386,7 @@ def test_module_entry_point() -> None:
 # run
 
 
-def _model(path: Path) -> Path:
+def _model(path: Path, data_type: int = onnx.TensorProto.FLOAT) -> Path:
     """data (float32 [2, 3]) and axes (int64 [1]) -> l2 = ReduceL2-18(data, axes, keepdims=0),
     lse = ReduceLogSumExp-18(data), at opset 18."""
     nodes = [
@@ -404,7 +395,7 @@ def _model(path: Path) -> Path:
     ]
     graph = helper.make_graph(
         nodes, "g",
-        [helper.make_tensor_value_info("data", onnx.TensorProto.FLOAT, [2, 3]),
+        [helper.make_tensor_value_info("data", data_type, [2, 3]),
          helper.make_tensor_value_info("axes", onnx.TensorProto.INT64, [1])],
         [helper.make_tensor_value_info("l2", onnx.TensorProto.FLOAT, None),
          helper.make_tensor_value_info("lse", onnx.TensorProto.FLOAT, None)],
@@ -468,7 +459,7 @@ def test_run_model_errors(tmp_path: Path) -> None:
 
 
 def test_run_wrong_dtype_for_the_version_is_a_user_error(tmp_path: Path) -> None:
-    model = _model(tmp_path / "m.onnx")
+    model = _model(tmp_path / "m.onnx", onnx.TensorProto.INT8)
     x = save(tmp_path / "x.npy", np.ones((2, 3), np.int8))
     axes = save(tmp_path / "axes.npy", np.array([1], np.int64))
     result = invoke("run", model, "-i", f"data={x}", "-i", f"axes={axes}")

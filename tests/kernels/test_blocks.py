@@ -72,3 +72,30 @@ def test_blockwise_reads_block_elements_at_call_time(monkeypatch) -> None:
     assert out.tolist() == a.sum(axis=1).tolist()
     assert max(seen) <= 4
     assert len(seen) == 12  # each row in 3 chunks of <= 4
+
+
+_EMPTY_OUTPUT_OF_HUGE_INPUT = """
+import numpy as np
+from onnx_reduce import reduce_l2, reduce_log_sum_exp, reduce_sum
+from onnx_reduce.kernels.dispatch import kernel_path
+
+data = np.lib.stride_tricks.as_strided(np.zeros(1, np.{dtype}), (2, 10**17, 0), (0, 0, 0))
+with kernel_path("reference"):
+    for reduce in (reduce_sum, reduce_l2, reduce_log_sum_exp):
+        assert reduce(data, axes=[0, 1], opset=13).shape == (1, 1, 0)
+print("done")
+"""
+
+
+@pytest.mark.parametrize("dtype", ["uint32", "float64"])
+def test_an_empty_output_reads_no_block_of_a_huge_reduction(dtype: str) -> None:
+    """Shape (2, 10**17, 0) over axes 0, 1: no output, so no block of the 2e17 reduced elements
+    is visited (the reference ReduceLogSumExp walked them all: a hang, found by the CLI fuzz
+    test). In a subprocess, so that a regression fails on the timeout instead of hanging."""
+    import subprocess
+    import sys
+
+    code = _EMPTY_OUTPUT_OF_HUGE_INPUT.format(dtype=dtype)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout == "done\n", done.stderr

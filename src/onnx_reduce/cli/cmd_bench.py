@@ -13,9 +13,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from . import peers
-from .errors import UserError, user_errors
+from .errors import UserError, shown, user_errors
 from .files import atomic_path, check_writable
 from .group import Settings
+from .limits import check_fits
 from .options import split_list
 from .present import console, runner_header
 
@@ -90,6 +91,7 @@ def bench_command(
     if plot is not None and not peers.has_module("matplotlib"):
         raise UserError("--plot needs matplotlib: pip install -e '.[bench]'")
     config = make_config(quick, ops, dtypes, layouts, sizes, runners, repeats, roofline)
+    check_inputs_fit(config.sizes)
     out = console()
     results = run_with_progress(out, config)
     out.print(results_table(results))
@@ -97,11 +99,11 @@ def bench_command(
     if output is not None:
         with atomic_path(output, force=force) as temporary:
             temporary.write_text(results.to_markdown(), encoding="utf-8")
-        out.print(f"wrote the report to {output}")
+        out.print(f"wrote the report to {shown(output)}", markup=False)
     if plot is not None:
         with atomic_path(plot, force=force) as temporary:
             results.plot(temporary)
-        out.print(f"wrote the plot to {plot}")
+        out.print(f"wrote the plot to {shown(plot)}", markup=False)
 
 
 def make_config(
@@ -130,6 +132,15 @@ def make_config(
         overrides["roofline_bytes"] = 0
     with user_errors("bench"):
         return BenchConfig.quick(**overrides) if quick else BenchConfig.full(**overrides)
+
+
+def check_inputs_fit(sizes: tuple[str, ...]) -> None:
+    """Refuse, before any work, a size whose cells cannot fit: the input and a peer's temporary
+    of the same size (numpy's and onnx.reference's ReduceL2 square the whole input)."""
+    from ..benchmarking.cases import size_bytes
+
+    largest = max(sizes, key=lambda size: size_bytes(size) or 0, default="latency")
+    check_fits(2 * (size_bytes(largest) or 0), f"bench --sizes {largest}")
 
 
 def run_with_progress(out: Console, config: Any) -> Any:

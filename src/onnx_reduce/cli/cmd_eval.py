@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Annotated
@@ -9,13 +10,14 @@ from typing import Annotated
 import numpy as np
 import typer
 
-from ..pipeline import execute
+from ..pipeline import execute, plan_call
 from ..spec import OpVersion, latest, resolve
 from . import tensors
-from .errors import user_errors
+from .errors import shown, user_errors
 from .files import check_writable
+from .limits import check_fits
 from .options import op_name, parse_axes
-from .present import console, describe, duration, preview
+from .present import console, describe, describe_type, duration, preview
 
 OpArg = Annotated[
     str,
@@ -86,19 +88,31 @@ def eval_command(
         check_writable(output, force)
     data = tensors.read_tensor(input)
     attributes, axes_input = request_for(ver, parse_axes(axes), keepdims, noop_with_empty_axes)
+    check_output_fits(ver, data, attributes, axes_input)
     started = time.perf_counter()
     with user_errors():
         result = execute(ver, data, attributes, axes_input)
     elapsed = time.perf_counter() - started
     if output is not None:
         tensors.write_tensor(output, result, force=force, name="reduced")
-        console().print(f"{ver.label}: wrote {describe(result)} to {output}", markup=False)
+        console().print(f"{ver.label}: wrote {describe(result)} to {shown(output)}", markup=False)
         return
     out = console()
     out.print(f"[bold]{ver.label}[/bold]  ({duration(elapsed)})")
-    out.print(f"  input   {describe(data)}  {input}", markup=False)
+    out.print(f"  input   {describe(data)}  {shown(input)}", markup=False)
     out.print(f"  output  {describe(result)}", markup=False)
     out.print(f"  values  {preview(result)}", markup=False)
+
+
+def check_output_fits(
+    ver: OpVersion, data: np.ndarray, attributes: dict, axes_input: np.ndarray | None
+) -> None:
+    """Refuse, before any work, a request that is invalid or whose output cannot fit in memory
+    (an empty input of shape (0, 10**17) reduced over axis 0 has 10**17 outputs)."""
+    with user_errors():
+        plan = plan_call(ver, data.dtype, data.shape, attributes, axes_input)
+    nbytes = math.prod(plan.output_shape) * data.dtype.itemsize
+    check_fits(nbytes, f"{ver.label}: the output {describe_type(data.dtype, plan.output_shape)}")
 
 
 def _version(op: str, opset: int | None) -> OpVersion:

@@ -12,8 +12,8 @@ from rich.markup import escape
 
 from ..spec import bfloat16
 from . import tensors
-from .errors import UserError, user_errors
-from .files import check_writable
+from .errors import UserError, shown, user_errors
+from .files import check_directory, check_target
 from .present import console, describe, preview
 
 ModelArg = Annotated[
@@ -51,8 +51,6 @@ def run_command(
 
     Example: onnx-reduce run model.onnx --input data=x.npy --input axes=axes.pb -o results/
     """
-    import onnx
-
     from .. import backend
 
     proto = _load_model(model)
@@ -60,28 +58,68 @@ def run_command(
         rep = backend.prepare(proto)
     feeds = _feeds(rep.input_names, inputs or [])
     if output is not None:
-        if output.exists() and not output.is_dir():
-            raise UserError(f"{output}: exists and is not a directory")
-        files = [output_file(name) for name in rep.output_names]
-        if len(set(files)) < len(files):
-            raise UserError(f"two outputs would share a file name in {output}: {files}")
-        for name, declared in zip(rep.output_names, proto.graph.output, strict=True):
-            bf16 = declared.type.tensor_type.elem_type == onnx.TensorProto.BFLOAT16
-            if output.is_dir():  # else it is made below
-                check_writable(output / output_file(name, bf16), force)
+        check_destinations(output, _targets(rep.output_names, _declared_bfloat16(proto)), force)
     with user_errors():
-        results = rep.run(feeds)
-    out = console()
+        results = [np.asarray(value) for value in rep.run(feeds)]
     if output is None:
-        for name, value in zip(rep.output_names, results, strict=True):
-            out.print(f"[bold]{escape(name)}[/bold]  {describe(value)}  {escape(preview(value))}")
+        _print_results(rep.output_names, results)
+    else:
+        _write_results(output, rep.output_names, results, force)
+
+
+def _print_results(names: list[str], results: list[np.ndarray]) -> None:
+    out = console()
+    for name, value in zip(names, results, strict=True):
+        label = escape(shown(name))
+        out.print(f"[bold]{label}[/bold]  {describe(value)}  {escape(preview(value))}")
+
+
+def _write_results(
+    output: Path, names: list[str], results: list[np.ndarray], force: bool
+) -> None:
+    """Every destination checked (with the real dtypes) before any file is written."""
+    files = _targets(names, [value.dtype == bfloat16 for value in results])
+    check_destinations(output, files, force)
+    with user_errors():
+        output.mkdir(parents=True, exist_ok=True)
+    out = console()
+    for name, file, value in zip(names, files, results, strict=True):
+        tensors.write_tensor(output / file, value, force=force, name=name)
+        out.print(f"{shown(name)}: wrote {describe(value)} to {shown(output / file)}", markup=False)
+
+
+def check_destinations(output: Path, files: list[str], force: bool) -> None:
+    """Fail unless every file of ``files`` can be written in the directory ``output`` (made if
+    missing): a user error before any work or any file is written."""
+    if output.exists() and not output.is_dir():
+        raise UserError(f"{shown(output)}: exists and is not a directory")
+    if len(set(files)) < len(files):
+        raise UserError(f"two outputs would share a file name in {shown(output)}: {shown(files)}")
+    if not output.is_dir():
+        check_directory(_nearest_existing(output))
         return
-    output.mkdir(parents=True, exist_ok=True)
-    for name, value in zip(rep.output_names, results, strict=True):
-        value = np.asarray(value)
-        target = output / output_file(name, value.dtype == bfloat16)
-        tensors.write_tensor(target, value, force=force, name=name)
-        out.print(f"{name}: wrote {describe(value)} to {target}", markup=False)
+    check_directory(output)
+    for file in files:
+        check_target(output / file, force)
+
+
+def _nearest_existing(folder: Path) -> Path:
+    """The closest ancestor of ``folder`` that exists (where ``mkdir -p`` starts)."""
+    folder = folder.absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return folder
+
+
+def _targets(names: list[str], bfloat16s: list[bool]) -> list[str]:
+    return [output_file(name, bf16) for name, bf16 in zip(names, bfloat16s, strict=True)]
+
+
+def _declared_bfloat16(proto) -> list[bool]:
+    import onnx
+
+    bf16 = onnx.TensorProto.BFLOAT16
+    return [declared.type.tensor_type.elem_type == bf16 for declared in proto.graph.output]
 
 
 def output_file(name: str, bfloat16: bool = False) -> str:
@@ -105,7 +143,7 @@ def _load_model(path: Path):
         raise UserError(f"{path}: is a directory, not an ONNX model")
     try:
         model = onnx.load(str(path))
-    except (DecodeError, OSError, ValueError) as error:
+    except (DecodeError, OSError, ValueError, onnx.checker.ValidationError) as error:
         raise UserError(f"{path}: not a readable ONNX model ({error})") from error
     if not model.graph.node and not model.graph.output:
         raise UserError(f"{path}: not an ONNX model (no graph)")

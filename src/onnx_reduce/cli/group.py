@@ -1,6 +1,9 @@
 """The command group: turns user errors and usage errors into one line on stderr, exit status 2.
 
-``--debug`` (a global option) shows the full traceback instead of the one line.
+Anything else a command raises is a bug of onnx-reduce: one line too (``internal error``, exit
+status 1), so that no input ever shows the user a traceback. ``--debug`` (a global option) shows
+the full traceback instead of the one line. Every line is printed through :func:`shown`: messages
+quote model-provided names.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from .errors import USER_ERROR_EXIT, UserError, one_line
+from .errors import INTERNAL_ERROR_EXIT, USER_ERROR_EXIT, UserError, one_line, shown
+from .files import TerminatedBySignal
 
 
 class Settings:
@@ -40,11 +44,18 @@ class FrontDoorGroup(TyperGroup):
             )
         except UserError as error:
             code = _report(error, str(error))
+        except TerminatedBySignal as error:
+            sys.stderr.write(f"{error}\n")
+            code = error.exit_status
         except typer.Abort:
             sys.stderr.write("aborted\n")
             code = 1
         except typer.TyperException as error:  # click's usage errors: bad option, missing argument
             code = _report_usage(error)
+        except Exception as error:
+            _report(error, f"internal error: {type(error).__name__}: {error} "
+                           "(a bug in onnx-reduce; --debug shows the traceback)")
+            code = INTERNAL_ERROR_EXIT
         else:
             code = result if isinstance(result, int) else 0
         if not standalone_mode:
@@ -56,7 +67,7 @@ def _report(error: BaseException, message: str) -> int:
     if Settings.debug:
         traceback.print_exception(error)
     else:
-        sys.stderr.write(f"error: {one_line(message)}\n")
+        sys.stderr.write(f"error: {shown(one_line(message))}\n")
     return USER_ERROR_EXIT
 
 

@@ -50,14 +50,21 @@ def parse_axes(values: Iterable[str] | None) -> list[int] | None:
             token = token.strip()
             if not token:
                 continue
-            try:
-                axes.append(int(token))
-            except ValueError:
-                raise UserError(
-                    f"bad axes {value!r}: {token!r} is not an integer "
-                    "(use e.g. --axes 0,1 or --axes -1)"
-                ) from None
+            axes.append(_axis(value, token))
     return axes
+
+
+def _axis(value: str, token: str) -> int:
+    """One axis of ``--axes``: an integer that fits int64 (the type of an ONNX axis)."""
+    try:
+        axis = int(token)
+    except ValueError:
+        raise UserError(
+            f"bad axes {value!r}: {token!r} is not an integer (use e.g. --axes 0,1 or --axes -1)"
+        ) from None
+    if not -(2**63) <= axis < 2**63:
+        raise UserError(f"bad axes {value!r}: axis {axis} is out of range (not an int64)")
+    return axis
 
 
 def split_list(values: Iterable[str] | None) -> list[str]:

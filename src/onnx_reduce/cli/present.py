@@ -36,8 +36,13 @@ def duration(seconds: float) -> str:
 
 def describe(array: np.ndarray) -> str:
     """dtype and shape, e.g. ``float32 (2, 3)``; ONNX-only types by their ONNX name."""
-    dtype = "bfloat16" if array.dtype == bfloat16 else array.dtype.name
-    return f"{dtype} {tuple(array.shape)}"
+    return describe_type(array.dtype, array.shape)
+
+
+def describe_type(dtype: np.dtype, shape: tuple[int, ...]) -> str:
+    """``describe`` of an array of ``dtype`` and ``shape`` (that need not exist)."""
+    name = "bfloat16" if dtype == bfloat16 else dtype.name
+    return f"{name} {tuple(shape)}"
 
 
 def preview(array: np.ndarray, count: int = 6) -> str:

@@ -11,6 +11,7 @@ array([0, 1, 2], dtype=int32)
 from __future__ import annotations
 
 from pathlib import Path
+from tokenize import TokenError
 
 import numpy as np
 
@@ -19,6 +20,13 @@ from .errors import UserError, one_line
 from .files import atomic_path
 
 FORMATS = (".npy", ".pb")
+
+#: What ``np.load`` raises for a damaged or lying .npy header (it is parsed as a Python literal).
+_HEADER_ERRORS = (ValueError, EOFError, OverflowError, MemoryError, SyntaxError, TokenError,
+                  TypeError, KeyError)
+
+#: What decoding a TensorProto whose fields lie (sizes, types) raises.
+_DECODE_ERRORS = (ValueError, TypeError, KeyError, IndexError, OverflowError, MemoryError)
 
 
 def read_tensor(path: Path) -> np.ndarray:
@@ -37,8 +45,9 @@ def read_tensor(path: Path) -> np.ndarray:
 
 def _read_npy(path: Path) -> np.ndarray:
     try:
-        data = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (ValueError, EOFError) as error:
+        with np.errstate(all="ignore"):  # a header's absurd shape overflows numpy's size product
+            data = np.load(path, mmap_mode="r", allow_pickle=False)
+    except _HEADER_ERRORS as error:
         raise UserError(f"{path}: not a readable .npy file ({one_line(str(error))})") from error
     if not isinstance(data, np.ndarray):
         raise UserError(f"{path}: holds several arrays (an .npz?), expected one .npy array")
@@ -64,7 +73,7 @@ def _read_pb(path: Path) -> np.ndarray:
         raise UserError(f"{path}: not an ONNX TensorProto (no data type)")
     try:
         return numpy_helper.to_array(tensor, base_dir=str(path.parent))
-    except (ValueError, TypeError, KeyError) as error:
+    except (*_DECODE_ERRORS, onnx.checker.ValidationError) as error:
         raise UserError(f"{path}: cannot decode the tensor ({one_line(str(error))})") from error
 
 

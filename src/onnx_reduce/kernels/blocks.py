@@ -58,6 +58,8 @@ def blockwise(
     if budget is None:
         budget = BLOCK_ELEMENTS
     kept_shape = view.shape[:nkept]
+    if math.prod(kept_shape) == 0:  # no output: no block to read (the reduced axes may be huge)
+        return out
     reduced_shape = view.shape[nkept:]
     reduced_budget = min(math.prod(reduced_shape), budget)
     kept_budget = max(1, budget // max(reduced_budget, 1))
