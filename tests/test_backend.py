@@ -457,3 +457,37 @@ def test_a_model_that_feeds_another_op_wrongly_is_a_value_error():
     rep = backend.prepare(_model(nodes, [_vi("x")], [_vi("y")], 18, inits))
     with pytest.raises(ValueError, match=r"the model fails in onnx\.reference: .*float32 != int64"):
         rep.run([np.ones(2, np.float32)])
+
+
+# --- feeds numpy cannot read faithfully --------------------------------------------------------
+
+
+@pytest.mark.parametrize("as_dict", [False, True])
+def test_run_refuses_masked_feeds(as_dict):
+    rep = backend.prepare(_reduce_model("ReduceSum", 11, keepdims=0))
+    masked = np.ma.masked_array(X, mask=X > 4)
+    with pytest.raises(TypeError, match=r"model input 'x': masked arrays are not supported"):
+        rep.run({"x": masked} if as_dict else [masked])
+
+
+def test_run_names_the_input_numpy_cannot_read():
+    rep = backend.prepare(_reduce_model("ReduceSum", 11, keepdims=0))
+    with pytest.raises(ValueError, match=r"model input 'x' cannot be read as an array"):
+        rep.run([[[1.0], [2.0, 3.0]]])
+
+
+def test_run_node_refuses_masked_and_ragged_data():
+    node = oh.make_node("ReduceSum", ["x"], ["y"], keepdims=0)
+    with pytest.raises(TypeError, match=r"ReduceSum-13: masked arrays"):
+        backend.run_node(node, [np.ma.masked_array(X, mask=X > 4)], opset_version=13)
+    with pytest.raises(ValueError, match=r"ReduceSum-13: data cannot be read as an array"):
+        backend.run_node(node, [[[1.0], [2.0, 3.0]]], opset_version=13)
+
+
+@pytest.mark.parametrize("opset", [13.7, "13", True])
+@pytest.mark.parametrize("op_type", ["ReduceSum", "Relu"])
+def test_run_node_refuses_an_opset_that_is_not_an_integer(op_type, opset):
+    """13.7 is not read as 13: an opset is an integer, for our ops and the evaluator's alike."""
+    node = oh.make_node(op_type, ["x"], ["y"])
+    with pytest.raises(TypeError, match="opset"):
+        backend.run_node(node, [X], opset_version=opset)

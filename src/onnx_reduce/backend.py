@@ -35,6 +35,8 @@ from .pipeline import execute
 from .pipeline import prepare as prepare_call
 from .reference_plugin import reference_ops
 from .spec import OPS, OpVersion, resolve
+from .spec.validate import as_array
+from .spec.values import as_integer, shown
 
 #: Prepared node calls kept per model (cleared when full).
 _MAX_PREPARED = 1024
@@ -98,7 +100,7 @@ class OnnxReduceRep(BackendRep):
     def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:
         if isinstance(inputs, Mapping):
             _check_names(inputs, self.input_names, "the model")
-            feeds = {name: np.asarray(value) for name, value in inputs.items()}
+            feeds = {name: _feed(name, value) for name, value in inputs.items()}
         else:
             if isinstance(inputs, np.ndarray):
                 inputs = [inputs]
@@ -112,7 +114,7 @@ class OnnxReduceRep(BackendRep):
                     f"got {len(inputs)}"
                 )
             pairs = zip(self.input_names, inputs, strict=False)  # fewer inputs: reported below
-            feeds = {name: np.asarray(value) for name, value in pairs}
+            feeds = {name: _feed(name, value) for name, value in pairs}
         missing = [name for name in self.input_names if name not in feeds]
         if missing:
             raise ValueError(f"missing model inputs {missing} (the model takes {self.input_names})")
@@ -156,14 +158,16 @@ class OnnxReduceBackend(Backend):
         **kwargs: Any,
     ) -> tuple[np.ndarray, ...]:
         """Run one node; ``opset_version`` (default: the newest onnx knows) picks its version."""
-        opset = int(kwargs.get("opset_version", onnx.defs.onnx_opset_version()))
+        opset = kwargs.get("opset_version", onnx.defs.onnx_opset_version())
         values = _node_values(node, inputs)
         if node.domain in _DEFAULT_DOMAINS and node.op_type in OPS:
             ver = resolve(node.op_type, opset)
             if not values or values[0] is None:
                 raise ValueError(f"{ver.label}: the data input is not given")
-            axes = np.asarray(values[1]) if len(values) > 1 and values[1] is not None else None
-            return (execute(ver, np.asarray(values[0]), _attributes(node), axes),)
+            axes = as_array(ver, values[1]) if len(values) > 1 and values[1] is not None else None
+            return (execute(ver, as_array(ver, values[0]), _attributes(node), axes),)
+        if as_integer(opset) is None:
+            raise TypeError(f"opset_version must be an integer, got {shown(opset)}")
         from onnx.reference import ReferenceEvaluator
 
         if node.domain == "ai.onnx":
@@ -176,6 +180,19 @@ class OnnxReduceBackend(Backend):
     @classmethod
     def supports_device(cls, device: str) -> bool:
         return Device(device).type == DeviceType.CPU
+
+
+def _feed(name: str, value: Any) -> np.ndarray:
+    """A model input as a plain array; masked arrays and what numpy cannot read are refused
+    naming the input (a mask would be silently ignored)."""
+    if isinstance(value, np.ma.MaskedArray):
+        raise TypeError(f"model input {name!r}: masked arrays are not supported (the mask "
+                        "would be ignored); pass value.filled(fill) or value.data")
+    try:
+        return np.asarray(value)
+    except (TypeError, ValueError) as error:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ValueError(f"model input {name!r} cannot be read as an array: {reason}") from None
 
 
 def _node_values(node: onnx.NodeProto, inputs: Any) -> list[Any]:
