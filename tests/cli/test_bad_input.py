@@ -109,6 +109,16 @@ def test_names_from_the_model_are_printed_escaped(tmp_path: Path, x: Path) -> No
     assert "\x07" not in line
 
 
+def test_names_are_printed_as_text_not_markup(tmp_path: Path, x: Path) -> None:
+    """rich would read ``[bold]`` as markup and ``:smile:`` as an emoji: a name is plain text."""
+    name = "y[bold]B[/bold]:smile:"
+    node = helper.make_node("ReduceSum", ["x"], [name])
+    model = save_model(tmp_path / "m.onnx", [node], [vi("x")], [vi(name)])
+    result = invoke("run", model, "-i", f"x={x}")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines() == ["y[bold]B[/bold]:smile:  float32 (1, 1)  [6]"]
+
+
 # --- calls --------------------------------------------------------------------------------------
 
 

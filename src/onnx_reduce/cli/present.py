@@ -21,8 +21,8 @@ def console(stderr: bool = False) -> Console:
     """A console on the current ``sys.stdout`` (made per call, so test runners can capture it).
 
     Text lines are not wrapped by rich (the terminal does it; paths and messages stay whole);
-    tables are still fitted to the width."""
-    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+    tables are still fitted to the width. No emoji codes: `:smile:` in a name is text."""
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, emoji=False)
 
 
 def duration(seconds: float) -> str:
