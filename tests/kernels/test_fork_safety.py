@@ -28,15 +28,21 @@ POOL_TASKS = 48
 
 
 def _run_scenario(*args: str, timeout: float) -> str:
-    """Run this file as a script with ``args``; its stdout (it fails the test on a non-zero
-    exit or a timeout, the parent having hung)."""
+    """Run this file as a script with ``args``; its stdout. A non-zero exit fails the test, so
+    does a timeout (the parent hung), after killing the script's whole process group."""
     tests = Path(__file__).resolve().parents[1]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(tests), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    done = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    script = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    try:
+        out, err = script.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(script.pid, signal.SIGKILL)
+        script.communicate()
+        raise AssertionError(f"{args[0]}: the parent hung ({timeout:.0f} s)") from None
+    assert script.returncode == 0, out + err
+    return out
 
 
 def test_forks_during_parallel_kernels() -> None:
