@@ -61,6 +61,14 @@ def test_child_of_a_parent_that_never_launched() -> None:
     assert out.split()[-1] == "ok", out
 
 
+def test_forks_during_the_first_import() -> None:
+    """Forks while another thread makes the first call, which imports the kernel modules
+    (and numba) and loads the kernels: the children, importing them too, must not wait on an
+    import lock the other thread held at the fork."""
+    out = _run_scenario("first-import", timeout=180)
+    assert out.split()[-1] == "ok", out
+
+
 def test_fork_while_holding_the_parallel_section() -> None:
     """A fork from code that holds the parallel section (say a signal handler or callback
     that runs between a kernel's return and the lock's release) must not deadlock the parent
@@ -206,6 +214,19 @@ def _fresh() -> None:
     print("ok")
 
 
+def _first_import() -> None:
+    cases = _cases()
+    first = threading.Thread(target=lambda: [_right(case) for case in cases])
+    first.start()
+    forks = 0
+    while first.is_alive() or forks < 4:
+        code = _wait_child(_fork_child(cases[forks % len(cases)]))
+        assert code == 0, f"fork {forks}: child exit {code} (None: hung)"
+        forks += 1
+    first.join()
+    print(forks, "ok")
+
+
 def _reentrant() -> None:
     from onnx_reduce.kernels.fast._common import parallel_section
 
@@ -246,6 +267,8 @@ if __name__ == "__main__":
         _forks(int(sys.argv[2]))
     elif scenario == "fresh":
         _fresh()
+    elif scenario == "first-import":
+        _first_import()
     elif scenario == "reentrant":
         _reentrant()
     elif scenario == "pools":

@@ -19,9 +19,10 @@ The API, kept small and stable (also used by :mod:`.log_sum_exp`):
   unaligned, strides not a multiple of the item size, other dtypes).
 * ``parallel_section()``: the lock every caller of a ``parallel=True`` kernel holds (``with``); a
   process-wide re-entrant lock (numba's workqueue layer aborts on concurrent launches). Every
-  fork (any thread, any moment) first takes it and numba's compiler lock and waits for TBB's
-  workers to sleep (:func:`_hold_across_fork`): a child never inherits a lock held by a thread
-  it does not have, so it never hangs and can launch kernels itself. On import, if
+  fork (any thread, any moment) takes it and numba's compiler lock and waits for TBB's workers
+  to sleep (``hold_across_fork``, called by the package's fork hook; ``release_after_fork``,
+  ``release_in_child``): a child never inherits a lock held by a thread it does not have, so
+  it never hangs and can launch kernels itself. On import, if
   nobody chose a threading layer yet (no NUMBA_THREADING_LAYER, none launched), numba's
   ``"forksafe"`` choice is made (TBB if installed, else workqueue; numba documents GNU OpenMP,
   its default pick here, as unsafe in a forked child), after making pip's TBB loadable
@@ -127,6 +128,7 @@ if (
     config.THREADING_LAYER = "forksafe"
 
 _lock = threading.RLock()
+_forking = threading.local()  # .held: this thread's fork holds the locks
 _TASKS = "/proc/self/task"
 _SETTLE_SECONDS = 1.0
 
@@ -183,32 +185,35 @@ def _wait_for_tbb_to_sleep(timeout: float = _SETTLE_SECONDS) -> bool:
         time.sleep(0.001)
 
 
-def _hold_across_fork() -> None:
-    """Before any fork: no parallel kernel runs and no kernel compiles across it, and TBB's
-    workers are asleep, so the child inherits no lock held by a thread it does not have (it
-    would wait for it forever). Both locks are re-entrant: a fork from code holding them (a
-    signal handler, a callback) goes ahead, no kernel being in flight on that thread."""
+def hold_across_fork() -> None:
+    """Before any fork (called by this package's fork hook, after it has taken the import
+    lock): no parallel kernel runs and no kernel compiles across it, and TBB's workers are
+    asleep, so the child inherits no lock held by a thread it does not have (it would wait for
+    it forever). The locks are re-entrant: a fork from code holding them (a signal handler, a
+    callback) goes ahead, no kernel being in flight on that thread."""
     _lock.acquire()
     global_compiler_lock.acquire()
+    _forking.held = True
     if _parallel._threading_layer == "tbb":
         _wait_for_tbb_to_sleep()
 
 
-def _release_after_fork() -> None:
+def release_after_fork() -> None:
+    """Release what :func:`hold_across_fork` took for this thread's fork (nothing when this
+    module was loaded after it ran)."""
+    if not getattr(_forking, "held", False):
+        return
+    _forking.held = False
     global_compiler_lock.release()
     _lock.release()
 
 
-def _release_in_child() -> None:
+def release_in_child() -> None:
     """In the child, the forking thread (the only one) releases the locks it took and the
     threads that are not TBB's are counted afresh."""
     global _not_tbb
     _not_tbb = _task_ids()
-    _release_after_fork()
-
-
-os.register_at_fork(before=_hold_across_fork, after_in_parent=_release_after_fork,
-                    after_in_child=_release_in_child)
+    release_after_fork()
 
 
 def parallel_section() -> threading.RLock:
