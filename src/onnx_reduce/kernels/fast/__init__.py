@@ -4,9 +4,12 @@ reference path then), and ``bind_<op>(dtype, plan)``, the same bound to one dtyp
 small arrays (:func:`onnx_reduce.kernels.dispatch.bind`). numba is imported only when one of these
 modules is first used."""
 
+from __future__ import annotations
+
 import os
 import sys
 import threading
+from collections.abc import Callable
 
 #: Held while a module of this package is first imported (:mod:`..dispatch`) and across every
 #: fork: a child forked mid-import would wait forever on the module's import lock, held by a
@@ -14,7 +17,7 @@ import threading
 first_import = threading.RLock()
 
 
-def _fork_hooks(name: str):  # type: ignore[no-untyped-def]
+def _fork_hooks(name: str) -> Callable[[], None] | None:
     """:mod:`._common`'s fork hook ``name`` when it is loaded (it holds the kernels' locks)."""
     return getattr(sys.modules.get(f"{__name__}._common"), name, None)
 
