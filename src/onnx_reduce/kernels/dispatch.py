@@ -28,6 +28,7 @@ import numpy as np
 
 from ..plan import ReductionPlan
 from . import reference
+from .fast import first_import
 
 Kernel = Callable[[np.ndarray, ReductionPlan], "np.ndarray | None"]
 #: A kernel bound to one dtype and plan (see the module docstring).
@@ -132,11 +133,12 @@ def _fast_kernel(op: str) -> Kernel | None:
 
 def _fast(op: str) -> tuple[Kernel, Binder] | None:
     if op not in _loaded:
-        module_name, kernel, binder = _FAST[op]
-        try:
-            module = importlib.import_module(f"{__package__}.fast.{module_name}")
-        except ImportError:
-            _loaded[op] = None
-        else:
-            _loaded[op] = (getattr(module, kernel), getattr(module, binder))
+        with first_import:  # no fork while importing (see onnx_reduce.kernels.fast)
+            module_name, kernel, binder = _FAST[op]
+            try:
+                module = importlib.import_module(f"{__package__}.fast.{module_name}")
+            except ImportError:
+                _loaded[op] = None
+            else:
+                _loaded[op] = (getattr(module, kernel), getattr(module, binder))
     return _loaded[op]

@@ -18,8 +18,11 @@ The API, kept small and stable (also used by :mod:`.log_sum_exp`):
   viewed as the storage dtype; None when numba cannot read the array (non-native byte order,
   unaligned, strides not a multiple of the item size, other dtypes).
 * ``parallel_section()``: the lock every caller of a ``parallel=True`` kernel holds (``with``); a
-  process-wide lock (numba's workqueue layer aborts on concurrent launches), re-created in a
-  forked child. On import, if
+  process-wide re-entrant lock (numba's workqueue layer aborts on concurrent launches). Every
+  fork (any thread, any moment) takes it and numba's compiler lock and waits for TBB's workers
+  to sleep (``hold_across_fork``, called by the package's fork hook; ``release_after_fork``,
+  ``release_in_child``): a child never inherits a lock held by a thread it does not have, so
+  it never hangs and can launch kernels itself. On import, if
   nobody chose a threading layer yet (no NUMBA_THREADING_LAYER, none launched), numba's
   ``"forksafe"`` choice is made (TBB if installed, else workqueue; numba documents GNU OpenMP,
   its default pick here, as unsafe in a forked child), after making pip's TBB loadable
@@ -48,6 +51,7 @@ import math
 import os
 import sys
 import threading
+import time
 from dataclasses import replace
 
 import numba
@@ -55,6 +59,7 @@ import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils, config
+from numba.core.compiler_lock import global_compiler_lock
 from numba.extending import intrinsic, overload
 from numba.np.ufunc import parallel as _parallel
 
@@ -122,18 +127,96 @@ if (
     _load_pip_tbb()
     config.THREADING_LAYER = "forksafe"
 
-_lock = threading.Lock()
+_lock = threading.RLock()
+_forking = threading.local()  # .held: this thread's fork holds the locks
+_TASKS = "/proc/self/task"
+_SETTLE_SECONDS = 1.0
 
 
-def _new_lock_in_child() -> None:
-    global _lock
-    _lock = threading.Lock()
+def _task_ids() -> set[int]:
+    """The kernel thread ids of this process's threads (empty where /proc is missing)."""
+    try:
+        return {int(name) for name in os.listdir(_TASKS)}
+    except OSError:
+        return set()
 
 
-os.register_at_fork(after_in_child=_new_lock_in_child)
+# threads that are not TBB's: those alive before numba's threading layer started
+_not_tbb = set() if _parallel._is_initialized else _task_ids()
 
 
-def parallel_section() -> threading.Lock:
+def _tbb_thread_ids() -> set[int]:
+    """The threads that may be TBB workers (a superset: native threads started after this
+    module was imported that are not Python threads)."""
+    python = {thread.native_id for thread in threading.enumerate()}
+    return _task_ids() - _not_tbb - python - {threading.get_native_id()}
+
+
+def _activity(tid: int) -> tuple[str, ...]:
+    """A thread's state letter and context-switch counts; empty once the thread is gone."""
+    try:
+        with open(f"{_TASKS}/{tid}/status") as status:
+            lines = status.read().splitlines()
+    except OSError:
+        return ()
+    wanted = ("State:", "voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")
+    return tuple(line.split()[1] for line in lines if line.startswith(wanted))
+
+
+def _all_asleep(activity: dict[int, tuple[str, ...]]) -> bool:
+    return all(fields and fields[0] == "S" for fields in activity.values())
+
+
+def _wait_for_tbb_to_sleep(timeout: float = _SETTLE_SECONDS) -> bool:
+    """Wait until every possible TBB worker sleeps and stays asleep between two looks (no
+    context switch in between): TBB takes its locks only while running, and with no kernel
+    launched (the caller holds the lock) nothing wakes a sleeping worker, so none holds a lock
+    a forked child would wait on forever. Whether it happened within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        tids = _tbb_thread_ids()
+        before = {tid: _activity(tid) for tid in tids}
+        if _all_asleep(before):
+            time.sleep(0.0005)
+            if {tid: _activity(tid) for tid in tids} == before and _tbb_thread_ids() == tids:
+                return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+
+
+def hold_across_fork() -> None:
+    """Before any fork (called by this package's fork hook, after it has taken the import
+    lock): no parallel kernel runs and no kernel compiles across it, and TBB's workers are
+    asleep, so the child inherits no lock held by a thread it does not have (it would wait for
+    it forever). The locks are re-entrant: a fork from code holding them (a signal handler, a
+    callback) goes ahead, no kernel being in flight on that thread."""
+    _lock.acquire()
+    global_compiler_lock.acquire()
+    _forking.held = True
+    if _parallel._threading_layer == "tbb":
+        _wait_for_tbb_to_sleep()
+
+
+def release_after_fork() -> None:
+    """Release what :func:`hold_across_fork` took for this thread's fork (nothing when this
+    module was loaded after it ran)."""
+    if not getattr(_forking, "held", False):
+        return
+    _forking.held = False
+    global_compiler_lock.release()
+    _lock.release()
+
+
+def release_in_child() -> None:
+    """In the child, the forking thread (the only one) releases the locks it took and the
+    threads that are not TBB's are counted afresh."""
+    global _not_tbb
+    _not_tbb = _task_ids()
+    release_after_fork()
+
+
+def parallel_section() -> threading.RLock:
     """The process-wide lock every caller of a ``parallel=True`` kernel holds around the call
     (``with parallel_section():``; the lock itself, not a generator-made context manager:
     with cold caches, as after streaming a large input, that costs tens of microseconds).
