@@ -8,8 +8,8 @@ dtype (never through an intermediate float format, so bfloat16 is not double-rou
   element: a :class:`~fractions.Fraction` (sums, single-element LSE), :class:`Sqrt` (L2, the
   exact square root of a Fraction), an ``mpmath.mpf`` at :data:`PREC` bits (LSE), a Python int
   (integer dtypes, already wrapped / truncated), or a float ``nan``/``inf``/``-inf``.
-  Integer LSE follows the spec's function body (Cast to double, Exp, ReduceSum, Log, CastLike):
-  the inputs rounded to float64, the exact LSE of those rounded once to float64, truncated.
+  Integer LSE is the exact LSE truncated toward zero (the spec's CastLike truncates) and
+  saturated at the dtype's range: :func:`exact_integer_log_sum_exp`.
 * ``expected(op, data, ...)`` -> the exactly rounded result as an array of ``data.dtype``.
 * ``ulp_error(result, exact_value, dtype)`` -> ``|result - exact| / ulp(exact)`` in units of the
   output dtype's ulp (subnormal spacing below the normal range; 0 when specials agree, inf when
@@ -202,7 +202,7 @@ def exact(
     """Object array (the output's shape) of exact values; see the module docstring.
 
     Integer dtypes give Python ints with the dtype's rules already applied: sums wrap, L2 is
-    ``isqrt`` (wrapped), LSE is the float64 value truncated toward zero (saturated).
+    ``isqrt`` (wrapped), LSE is the exact value truncated toward zero (saturated).
     """
     data = np.asarray(data)
     dtype = data.dtype
@@ -230,8 +230,8 @@ def exact(
             else:
                 results.append(exact_l2(values))
         elif op == "ReduceLogSumExp":
-            if integer:  # the spec's body: Cast to double, Exp, ReduceSum, Log, CastLike
-                value = _truncate(exact_log_sum_exp([float(v) for v in values]), dtype)
+            if integer:
+                value = exact_integer_log_sum_exp(values, dtype)
             else:
                 value = exact_log_sum_exp(values)
             results.append(value)
@@ -242,17 +242,23 @@ def exact(
     return out.reshape(shape)
 
 
-def _truncate(value: Exact, dtype: np.dtype) -> int:
-    """Integer LSE as the spec's function body computes it: the float64 result (the exact value
-    rounded once to float64), truncated toward zero, saturated to the float64 values inside
-    the dtype's range."""
-    if isinstance(value, float):  # -inf: an empty set, which no integer can hold
-        raise ValueError(f"integer ReduceLogSumExp of an empty set ({value}) has no value")
-    t = math.trunc(round_exact(value, np.float64))
+def exact_integer_log_sum_exp(values: list[int], dtype: np.dtype) -> int:
+    """The exact LSE of Python ints truncated toward zero, saturated to the dtype's range.
+
+    >>> exact_integer_log_sum_exp([2**63 - 1, 2**63 - 1], np.dtype(np.int64)) == 2**63 - 1
+    True
+    >>> exact_integer_log_sum_exp([-5, -1000], np.dtype(np.int64))  # -5 + e**-995 -> -4
+    -4
+    """
+    if not values:
+        raise ValueError("integer ReduceLogSumExp of an empty set (-inf) has no value")
+    peak = max(values)
+    with mpmath.workprec(PREC):  # log1p: a tail of e**-178 must not vanish beside the 1
+        tail = mpmath.fsum(mpmath.exp(mpmath.mpf(v - peak)) for v in values if v < peak)
+        f = mpmath.log1p(tail + (values.count(peak) - 1))
+        value = peak + int(mpmath.floor(f) if f >= -peak else mpmath.ceil(f))
     info = np.iinfo(dtype)
-    top = int(float(info.max)) if int(float(info.max)) <= info.max \
-        else int(np.nextafter(float(info.max), 0.0))
-    return min(max(t, int(info.min)), top)
+    return min(max(value, int(info.min)), int(info.max))
 
 
 def expected(

@@ -35,6 +35,18 @@ def _plan(op: str, shape: tuple, axes: tuple, keepdims: bool = True):
     return make_plan(Request(latest(op), axes, keepdims, False), shape)
 
 
+def _lane(op: str, data: np.ndarray, plan) -> np.ndarray:
+    """The bound lane's result; a ReduceLogSumExp lane steps aside (None) only when some
+    output is small enough to need exact recomputation: then the general path's."""
+    got = dispatch.bind_fast(op, data.dtype, plan)(data)
+    if got is None:
+        assert op == "ReduceLogSumExp"
+        with kernel_path("fast"):
+            got = run_kernel(op, data, plan)
+        assert np.nanmin(np.abs(got.astype(np.float64))) <= 0.25
+    return got
+
+
 def _data(shape: tuple, dtype: np.dtype, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     return (rng.standard_normal(shape) * 4).astype(dtype)
@@ -46,9 +58,8 @@ def _data(shape: tuple, dtype: np.dtype, seed: int) -> np.ndarray:
 def test_bound_kernel_is_correctly_rounded(op, dtype, shape, axes) -> None:
     data = _data(shape, dtype, seed=len(shape) + sum(axes))
     plan = _plan(op, shape, axes)
-    run = dispatch.bind_fast(op, dtype, plan)
-    assert run is not None, "the lane should serve every small float case"
-    got = run(data)
+    assert dispatch.bind_fast(op, dtype, plan) is not None, "the lane should serve them all"
+    got = _lane(op, data, plan)
     assert got.shape == plan.output_shape
     assert got.dtype == dtype
     want = oracle.expected(op, data, axes)
@@ -157,7 +168,7 @@ def test_special_values(op, columns) -> None:
     rows = np.array([[np.nan, 1.0], [np.inf, 1.0], [-np.inf, -np.inf], [np.inf, -np.inf],
                      [np.nan, np.inf], [-np.inf, 2.0], [0.0, -40.0], [1e30, 1e30]], np.float32)
     data, axes = (np.ascontiguousarray(rows.T), (0,)) if columns else (rows, (1,))
-    got = dispatch.bind_fast(op, data.dtype, _plan(op, data.shape, axes))(data)
+    got = _lane(op, data, _plan(op, data.shape, axes))
     np.testing.assert_array_equal(got, oracle.expected(op, data, axes))
 
 

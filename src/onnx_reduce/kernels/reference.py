@@ -26,6 +26,7 @@ import numpy as np
 from ..plan import ReductionPlan
 from ..spec.dtypes import accumulator, is_float
 from .blocks import blockwise
+from .exact_lse import reference_bound, refine_log_sum_exp, suspects, threshold
 from .rounding import round_to
 
 
@@ -35,7 +36,7 @@ def reduce_sum(data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
         return data.copy()
     if plan.reduced_size == 0:
         return np.zeros(plan.output_shape, data.dtype)
-    view, nkept = _kept_first(data, plan)
+    view, nkept = kept_first(data, plan)
     if not is_float(data.dtype):
         out = np.empty(plan.kept_shape, data.dtype)
         blockwise(view, nkept, lambda b, _: np.add.reduce(b, axis=-1, dtype=data.dtype),
@@ -55,7 +56,7 @@ def reduce_l2(data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
         return data.copy() if data.dtype.kind == "u" else np.abs(data)
     if plan.reduced_size == 0:
         return np.zeros(plan.output_shape, data.dtype)
-    view, nkept = _kept_first(data, plan)
+    view, nkept = kept_first(data, plan)
     if not is_float(data.dtype):
         return _integer_l2(view, nkept, plan).reshape(plan.output_shape)
     acc = accumulator(data.dtype)
@@ -82,9 +83,9 @@ def reduce_l2(data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
 
 
 def reduce_log_sum_exp(data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
-    """ReduceLogSumExp: ``m + log1p(sum_{x<m} exp(x - m) + (count(x == m) - 1))``, m the max.
-
-    Integers compute in float64 and truncate toward zero, like the spec's CastLike.
+    """ReduceLogSumExp: ``m + log1p(sum_{x<m} exp(x - m) + (count(x == m) - 1))``, m the max;
+    outputs whose error bound could exceed the contract are recomputed exactly
+    (:mod:`.exact_lse`). Integers: :func:`_integer_log_sum_exp`.
     """
     if plan.noop:
         return data.copy()
@@ -96,8 +97,10 @@ def reduce_log_sum_exp(data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
                 f"{data.dtype} cannot represent (input shape {list(data.shape)})"
             )
         return np.full(plan.output_shape, -np.inf, data.dtype)
-    acc = np.dtype(np.float64) if integer else accumulator(data.dtype)
-    view, nkept = _kept_first(data, plan)
+    view, nkept = kept_first(data, plan)
+    if integer:
+        return _integer_log_sum_exp(view, nkept, plan).reshape(plan.output_shape)
+    acc = accumulator(data.dtype)
     peak = np.empty(plan.kept_shape, acc)
     with np.errstate(invalid="ignore"):  # ml_dtypes' maximum warns on NaN; NaN is an input here
         blockwise(view, nkept, lambda b, _: np.maximum.reduce(b, axis=-1).astype(acc),
@@ -117,19 +120,43 @@ def reduce_log_sum_exp(data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         blockwise(view, nkept, tail_and_ties, _sum_partials, sums)
         result = np.where(finite, peak + np.log1p(sums[..., 0] + (sums[..., 1] - 1)), peak)
-    if integer:
-        result = np.clip(np.trunc(result.astype(np.float64)), *_float64_range(data.dtype))
-    return round_to(result, data.dtype).reshape(plan.output_shape)
+    rounded = round_to(result, data.dtype)
+    limit = threshold(data.dtype, reference_bound(data.dtype, plan.reduced_size))
+    refine_log_sum_exp(view, nkept, rounded, suspects(rounded, data.dtype, limit))
+    return rounded.reshape(plan.output_shape)
 
 
-def _float64_range(dtype: np.dtype) -> tuple[float, float]:
-    """The float64 values nearest the ends of an integer dtype's range, inside it."""
-    info = np.iinfo(dtype)
-    top = float(info.max)
-    return float(info.min), top if top <= info.max else float(np.nextafter(top, 0.0))
+def _integer_log_sum_exp(view: np.ndarray, nkept: int, plan: ReductionPlan) -> np.ndarray:
+    """Integer LSE: ``M + f`` truncated toward zero (the spec's CastLike), saturated at the
+    dtype's maximum, with ``M`` the exact integer maximum and ``f = log(sum exp(x - M))`` in
+    float64 from the exact gaps ``M - x`` (modulo 2**64, so int64 gaps do not overflow).
+
+    ``f >= 0``, and ``f > 0`` exactly when there are two elements or more, so the result is
+    ``M + floor(f)`` when ``M + f >= 0``, else ``M + max(ceil(f), 1)``: never below max(x),
+    monotone in every element. The float64 ``f`` only matters at an integer ``f >= 1``, which
+    no input reaches exactly (e**k is not a sum of powers of e**-1).
+    """
+    dtype = view.dtype
+    peak = np.empty(plan.kept_shape, dtype)
+    blockwise(view, nkept, lambda b, _: np.maximum.reduce(b, axis=-1), _max_partials, peak)
+    top = peak.astype(np.uint64)
+
+    def terms(block: np.ndarray, kept_index: tuple) -> np.ndarray:
+        gaps = top[kept_index][..., None] - block.astype(np.uint64)  # exact, modulo 2**64
+        return np.add.reduce(np.exp(-gaps.astype(np.float64)), axis=-1)
+
+    total = np.empty(plan.kept_shape, np.float64)
+    blockwise(view, nkept, terms, _sum_partials, total)
+    f = np.log(total)  # total >= 1: the maximum's own term
+    below_zero = (peak < 0) & (f < -peak.astype(np.float64))
+    lift = np.maximum(np.ceil(f), 1.0 if plan.reduced_size > 1 else 0.0)
+    step = np.where(below_zero, lift, np.floor(f)).astype(np.uint64)
+    room = np.uint64(np.iinfo(dtype).max) - top  # exact, modulo 2**64
+    summed = (top + step).astype(dtype)  # wraps back into the signed range: exact
+    return np.where(step > room, np.iinfo(dtype).max, summed).astype(dtype)
 
 
-def _kept_first(data: np.ndarray, plan: ReductionPlan) -> tuple[np.ndarray, int]:
+def kept_first(data: np.ndarray, plan: ReductionPlan) -> tuple[np.ndarray, int]:
     """A view of ``data`` with the kept axes first and the reduced axes last (no copy)."""
     nred = len(plan.axes)
     return np.moveaxis(data, plan.axes, range(data.ndim - nred, data.ndim)), data.ndim - nred

@@ -44,6 +44,8 @@ from numba.extending import overload
 
 from ...plan import ReductionPlan
 from ...spec.dtypes import bfloat16
+from ..exact_lse import fast_bound, refine_log_sum_exp, suspects, threshold
+from ..reference import kept_first
 from ._common import (
     REASSOC,
     Canonical,
@@ -58,7 +60,18 @@ from ._common import (
     store,
     widen,
 )
-from ._exp import as_float32, exp_nonpos, exp_nonpos_short, half_to_float64
+from ._exp import (
+    _INV_LN2,
+    _LN2_HI,
+    _LN2_LO,
+    _Q10,
+    _SHIFTER,
+    _scale,
+    as_float32,
+    exp_nonpos,
+    exp_nonpos_short,
+    half_to_float64,
+)
 
 if TYPE_CHECKING:
     from ..dispatch import Bound
@@ -139,7 +152,20 @@ def reduce_log_sum_exp(data: np.ndarray, plan: ReductionPlan) -> np.ndarray | No
     result = out.view(dtype)
     if restore is not None:
         result = restore(result, plan.kept_shape)
-    return result.reshape(plan.output_shape)
+    return _vouched(data, plan, result.reshape(plan.output_shape))
+
+
+def _vouched(data: np.ndarray, plan: ReductionPlan, result: np.ndarray) -> np.ndarray:
+    """``result`` with the outputs its error bound cannot vouch for recomputed exactly
+    (:mod:`..exact_lse`): those under the dtype's threshold for this reduced size."""
+    limit = threshold(data.dtype, fast_bound(data.dtype, plan.reduced_size))
+    mask = suspects(result, data.dtype, limit)
+    if not mask.any():
+        return result
+    result = result.copy()  # C order, writeable, any rank
+    view, nkept = kept_first(data, plan)
+    refine_log_sum_exp(view, nkept, result, mask)
+    return result
 
 
 def bind_log_sum_exp(dtype: np.dtype, plan: ReductionPlan) -> Bound | None:
@@ -155,6 +181,9 @@ def bind_log_sum_exp(dtype: np.dtype, plan: ReductionPlan) -> Bound | None:
     storage = storage_dtype(dtype)
     bits = _BITS.get(dtype, storage)
     shape = plan.output_shape
+    # Results at or under the limit may need exact recomputation: the general path does it
+    # (the margin covers the rounding to the output dtype).
+    limit = threshold(dtype, fast_bound(dtype, plan.reduced_size)) * (1 + 2.0**-7)
     geo = memory_order_geometry(plan.shape, plan.axes)
     if geo[2 * geo[0]]:  # the innermost (merged) dim is reduced: whole rows, in memory order
         kernel, args = _small_rows, (geo,)
@@ -172,13 +201,15 @@ def bind_log_sum_exp(dtype: np.dtype, plan: ReductionPlan) -> Bound | None:
         def run(data: np.ndarray) -> np.ndarray:
             out = np.empty(shape, dtype)
             base = data.ravel()
-            kernel(base, base.view(bits), *args, out.ravel())
+            if kernel(base, base.view(bits), *args, out.ravel()) <= limit:
+                return None
             return out
     else:
         def run(data: np.ndarray) -> np.ndarray:
             out = np.empty(shape, storage)
             base = data.view(storage).ravel()
-            kernel(base, base.view(bits), *args, out.ravel())
+            if kernel(base, base.view(bits), *args, out.ravel()) <= limit:
+                return None
             return out.view(dtype)
     return run
 
@@ -368,15 +399,101 @@ def _add(hi, lo, v):
 
 
 @njit(cache=True)
-def _finish(m, hi, lo, ties):
-    """``m + log1p(hi + lo + ties - 1)``; ``m`` itself when NaN or infinite."""
+def _finish(base, m, hi, lo, ties):
+    """``m + log1p(hi + lo + ties - 1)``; ``m`` itself when NaN or infinite. float64 inputs
+    take a Newton step on the log (:func:`_log_step`): libm's log1p alone may be 1 ulp off."""
     if not abs(m) < np.inf:
         return m
     extra = ties - 1.0
     s = hi + extra
     back = s - hi
     err = (hi - (s - back)) + (extra - back) + lo
-    return m + (math.log1p(s) + err / (1.0 + s))
+    log_sum = math.log1p(s) + err / (1.0 + s)
+    if is_float64(base):
+        return _log_step(m, log_sum, s, err)
+    return m + log_sum
+
+
+@njit(cache=True, fastmath={"contract"})
+def _log_step(m, start, s, err):
+    """``m + log(1 + s + err)`` from a float64 ``start`` near the log: one Newton step,
+    ``start + (S exp(-start) - 1)``, on the two-part exp (error below 2**-56 absolute), and the
+    sum with ``m`` rounded once."""
+    eh, el = _exp_split(-start)
+    one, low = _two_sum(1.0, s)
+    p, pe = _two_prod(one, eh)
+    correction = (p - 1.0) + (pe + (one * el + (low + err) * eh))  # p - 1: exact (Sterbenz)
+    head, tail = _two_sum(m, start)
+    return head + (tail + correction)
+
+
+@njit(cache=True)
+def _two_sum(a, b):
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+@njit(cache=True)
+def _two_prod(a, b):
+    p = a * b
+    c = 134217729.0 * a
+    ah = c - (c - a)
+    al = a - ah
+    c = 134217729.0 * b
+    bh = c - (c - b)
+    bl = b - bh
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+@njit(cache=True, fastmath={"contract"}, inline="always")
+def _exp_split(d):
+    """exp(d) for -746 <= d <= 0 as (rounded, error): :func:`._exp.exp_nonpos`'s value and
+    what its last add lost (that rounding is what limits it to 0.64 ulp); together within
+    2**-58 relative for normal results (the degree-10 fit's 1.4e-18, the small part's roundings)."""
+    t = d * _INV_LN2 + _SHIFTER
+    k = t - _SHIFTER
+    hi = d - k * _LN2_HI  # exact
+    r = hi - k * _LN2_LO
+    lo = (hi - r) - k * _LN2_LO
+    c = _Q10
+    q = c[0]
+    q = q * r + c[1]
+    q = q * r + c[2]
+    q = q * r + c[3]
+    q = q * r + c[4]
+    q = q * r + c[5]
+    q = q * r + c[6]
+    q = q * r + c[7]
+    q = q * r + c[8]
+    q = q * r + c[9]
+    q = q * r + c[10]
+    head = 1.0 + r
+    small = ((1.0 - head) + r) + (lo + r * r * q)  # head + small: exp(r) (carry exact)
+    whole = head + small
+    back = whole - head
+    error = (head - (whole - back)) + (small - back)  # TwoSum: whole + error == head + small
+    return _scale(whole, t), _scale(error, t)
+
+
+#: Adding and subtracting _SIGMA rounds a term in [0, 2] to a multiple of 2**-40: those parts
+#: of up to 2**13 terms add up exactly in any order.
+_SIGMA = 1.5 * 2.0**12
+
+
+@njit(cache=True, fastmath={"contract"}, inline="always")
+def _term_parts(x, m):
+    """float64 ``exp(x - m)`` for ``x <= m`` as (multiple of 2**-40, rest): ``x - m`` carried
+    exactly (TwoDiff), the exp in two parts; called (not inlined by numba), so the callers'
+    reassociating loops cannot fold the TwoDiff or the split away. -inf/NaN gaps give (0, 0)."""
+    d = x - m
+    z = d - x
+    dl = (x - (d - z)) + (-m - z)
+    live = d > -746.0
+    h, small = _exp_split(d if live else -746.0)
+    small += h * dl
+    big = (h + _SIGMA) - _SIGMA
+    return (big, (h - big) + small) if live else (0.0, 0.0)
 
 
 # ----------------------------------------------------------------------------- rows
@@ -402,28 +519,35 @@ def _keys_strided(bits, start, count, step, key, mag):
 
 @njit(cache=True, fastmath=REASSOC)
 def _terms_contiguous(base, start, count, m):
-    tail = 0.0
-    ties = 0.0
-    seg = base[start:start + count]
-    for i in range(seg.size):
-        x = _wide(seg[i])
-        e = _term(base, x - m)
-        tail += e if x < m else 0.0
-        ties += 1.0 if x == m else 0.0
-    return tail, ties
+    """(exact part, rest, ties) of the terms ``exp(x - m)`` of ``count`` elements: float64
+    terms in two parts (:func:`_term_parts`), narrower ones summed whole (rest 0)."""
+    return _add_terms(base[start:start + count], m)
 
 
 @njit(cache=True, fastmath=REASSOC)
 def _terms_strided(base, start, count, step, m):
+    return _add_terms(base[start:start + (count - 1) * step + 1:step], m)
+
+
+@njit(cache=True, fastmath=REASSOC)
+def _add_terms(seg, m):
     tail = 0.0
+    rest = 0.0
     ties = 0.0
-    seg = base[start:start + (count - 1) * step + 1:step]
-    for i in range(seg.size):
-        x = _wide(seg[i])
-        e = _term(base, x - m)
-        tail += e if x < m else 0.0
-        ties += 1.0 if x == m else 0.0
-    return tail, ties
+    if is_float64(seg):
+        for i in range(seg.size):
+            x = seg[i]
+            big, small = _term_parts(x, m)
+            tail += big if x < m else 0.0
+            rest += small if x < m else 0.0
+            ties += 1.0 if x == m else 0.0
+    else:
+        for i in range(seg.size):
+            x = _wide(seg[i])
+            e = _term(seg, x - m)
+            tail += e if x < m else 0.0
+            ties += 1.0 if x == m else 0.0
+    return tail, rest, ties
 
 
 @njit(cache=True)
@@ -501,7 +625,7 @@ def _row_guess(base, bits, off, rs, rst, n, step, total, block):
     m, hi, lo = _guess_range(base, bits, off, rs, rst, n, step, 0, total, block)
     if math.isnan(m):
         return np.nan
-    r = _finish(m, hi, lo, 0.0)  # the sum includes the ties: at least 1
+    r = _finish(base, m, hi, lo, 0.0)  # the sum includes the ties: at least 1
     return r if abs(r) >= GUARD else np.nan
 
 
@@ -540,10 +664,11 @@ def _row_sums(base, off, rs, rst, n, step, a, b, m, block):
         while done < count:
             c = min(block, count - done)
             if step == 1:
-                t, k = _terms_contiguous(base, start + done, c, m)
+                t, rest, k = _terms_contiguous(base, start + done, c, m)
             else:
-                t, k = _terms_strided(base, start + done * step, c, step, m)
+                t, rest, k = _terms_strided(base, start + done * step, c, step, m)
             hi, lo = _add(hi, lo, t)
+            lo += rest
             ties += k
             done += c
         pos += count
@@ -563,13 +688,13 @@ def _row(base, bits, offset, ks, kst, rs, rst, n, step, block, t):
         m, mag, hi, lo, ties = _row_online(base, bits, off, rs, rst, n, step, 0, total, block)
         if _is_nan(bits, mag):
             return np.nan
-        return _finish(m, hi, lo, ties)
+        return _finish(base, m, hi, lo, ties)
     key, mag = _row_max(bits, off, rs, rst, n, step, 0, total)
     m = _from_key(bits, key, mag)
     if not abs(m) < np.inf:
         return m
     hi, lo, ties = _row_sums(base, off, rs, rst, n, step, 0, total, m, block)
-    return _finish(m, hi, lo, ties)
+    return _finish(base, m, hi, lo, ties)
 
 
 @njit(cache=True)
@@ -684,7 +809,7 @@ def _rows_split(base, bits, offset, ks, kst, rs, rst, n, step, block, pieces, ou
             hi, lo = _add(hi, lo, his[task])
             lo += los[task]
             k += ties[task]
-        store(out, t, _finish(peaks[t], hi, lo, k))
+        store(out, t, _finish(base, peaks[t], hi, lo, k))
 
 
 @njit(cache=True, parallel=True)
@@ -725,7 +850,7 @@ def _rows_online_split(base, bits, offset, ks, kst, rs, rst, n, step, block, pie
         lo = 0.0
         for task in range(first, first + pieces):
             hi, lo = _add(hi, lo, sums[task] * math.exp(guesses[task] - m))
-        r = _finish(m, hi, lo, 0.0)
+        r = _finish(base, m, hi, lo, 0.0)
         if not abs(r) >= GUARD:
             served = False
             break
@@ -767,7 +892,7 @@ def _rows_online_split(base, bits, offset, ks, kst, rs, rst, n, step, block, pie
                 elif peaks[task] > -np.inf:
                     scaled = (his[task] + los[task] + ties[task]) * math.exp(peaks[task] - m)
                     hi, lo = _add(hi, lo, scaled)
-        store(out, t, _finish(m, hi, lo, k))
+        store(out, t, _finish(base, m, hi, lo, k))
 
 
 # ----------------------------------------------------------------------------- columns
@@ -800,11 +925,13 @@ def _column_add(seg, peaks, his, los, ties):
     """Add one row slice's terms into the per-output accumulators (float64: compensated)."""
     if is_float64(seg):
         for j in range(seg.size):
-            x = _wide(seg[j])
+            x = seg[j]
             m = peaks[j]
-            v = _term(seg, x - m) if x < m else 0.0
+            v, rest = _term_parts(x, m)  # for every lane, then masked
+            v = v if x < m else 0.0
+            rest = rest if x < m else 0.0
             t = his[j] + v
-            los[j] += (his[j] - t) + v if his[j] >= v else (v - t) + his[j]
+            los[j] += ((his[j] - t) + v if his[j] >= v else (v - t) + his[j]) + rest
             his[j] = t
             ties[j] += 1.0 if x == m else 0.0
     else:
@@ -892,10 +1019,19 @@ def _column_terms4(base, start, pitch, width, step, peaks, his, los, ties):
               base[start + 3 * pitch:start + 3 * pitch + span:step], peaks, his, los, ties)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _neumaier(hi, lo, v):
     t = hi + v
     return t, lo + ((hi - t) + v if hi >= v else (v - t) + hi)
+
+
+@njit(cache=True, inline="always")
+def _neumaier_parts(hi, lo, x, m):
+    """``hi + lo`` plus the float64 term of ``x`` (0 unless ``x < m``), compensated."""
+    v, rest = _term_parts(x, m)  # for every lane, then masked (the loops vectorize)
+    below = x < m
+    hi, lo = _neumaier(hi, lo, v if below else 0.0)
+    return hi, lo + (rest if below else 0.0)
 
 
 @njit(cache=True)
@@ -908,10 +1044,10 @@ def _add4(s0, s1, s2, s3, peaks, his, los, ties):
             x1 = _wide(s1[j])
             x2 = _wide(s2[j])
             x3 = _wide(s3[j])
-            hi, lo = _neumaier(his[j], los[j], _term(s0, x0 - m) if x0 < m else 0.0)
-            hi, lo = _neumaier(hi, lo, _term(s0, x1 - m) if x1 < m else 0.0)
-            hi, lo = _neumaier(hi, lo, _term(s0, x2 - m) if x2 < m else 0.0)
-            hi, lo = _neumaier(hi, lo, _term(s0, x3 - m) if x3 < m else 0.0)
+            hi, lo = _neumaier_parts(his[j], los[j], x0, m)
+            hi, lo = _neumaier_parts(hi, lo, x1, m)
+            hi, lo = _neumaier_parts(hi, lo, x2, m)
+            hi, lo = _neumaier_parts(hi, lo, x3, m)
             his[j] = hi
             los[j] = lo
             ties[j] += (((1.0 if x0 == m else 0.0) + (1.0 if x1 == m else 0.0))
@@ -955,8 +1091,12 @@ def _column_item(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, item,
     if finite:
         _column_pass(base, bits, off, w, cstep, rs, rst, 0, total, False, keys, mags, peaks,
                      his, los, ties)
+    least = np.inf
     for j in range(w):
-        store(out, k * cols + j0 + j, _finish(peaks[j], his[j], los[j], ties[j]))
+        r = _finish(base, peaks[j], his[j], los[j], ties[j])
+        least = min(least, abs(r)) if r == r else least
+        store(out, k * cols + j0 + j, r)
+    return least
 
 
 @njit(cache=True, parallel=True)
@@ -970,8 +1110,11 @@ def _columns_parallel(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, 
 @njit(cache=True)
 def _columns_serial(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, out):
     blocks = (cols + width - 1) // width
+    least = np.inf
     for item in range(out.size // cols * blocks):
-        _column_item(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, item, out)
+        r = _column_item(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, item, out)
+        least = min(least, r)
+    return least
 
 
 @njit(cache=True, parallel=True)
@@ -1014,7 +1157,7 @@ def _columns_split(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, pie
             hi, lo = _add(hi, lo, his[p, t])
             lo += los[p, t]
             k += ties[p, t]
-        store(out, t, _finish(peaks[t], hi, lo, k))
+        store(out, t, _finish(base, peaks[t], hi, lo, k))
 
 
 _SERIAL = (_rows_serial, _columns_serial)
@@ -1055,14 +1198,20 @@ def _small_rows(base, bits, geo, out):
                 keys[o], mags[o] = _keys_contiguous(bits, start, n_in, keys[o], mags[o])
                 continue
             for b in range(0, n_in, block):
-                tail, k = _terms_contiguous(base, start + b, min(block, n_in - b), peaks[o])
+                tail, rest, k = _terms_contiguous(base, start + b, min(block, n_in - b),
+                                                  peaks[o])
                 his[o], los[o] = _add(his[o], los[o], tail)
+                los[o] += rest
                 ties[o] += k
         if first:
             for o in range(n_out):
                 peaks[o] = _from_key(bits, keys[o], mags[o])
+    least = np.inf
     for o in range(n_out):
-        store(out, o, _finish(peaks[o], his[o], los[o], ties[o]))
+        r = _finish(base, peaks[o], his[o], los[o], ties[o])
+        least = min(least, abs(r)) if r == r else least
+        store(out, o, r)
+    return least
 
 
 @njit(cache=True)
@@ -1108,11 +1257,12 @@ def _small_columns(base, bits, geo, out):
                     q = ou + np.uint64(j)
                     x = _wide(base[su + np.uint64(j)])
                     p = peaks[q]
-                    v = _term(base, min(x - p, 0.0))  # computed for every lane, then masked
+                    v, rest = _term_parts(x, p)  # for every lane, then masked
                     v = v if x < p else 0.0
+                    rest = rest if x < p else 0.0
                     h = his[q]
                     s = h + v
-                    los[q] += (h - s) + v if h >= v else (v - s) + h
+                    los[q] += ((h - s) + v if h >= v else (v - s) + h) + rest
                     his[q] = s
                     ties[q] += 1.0 if x == p else 0.0
             else:
@@ -1126,5 +1276,9 @@ def _small_columns(base, bits, geo, out):
         if first:
             for o in range(n_out):
                 peaks[o] = _from_key(bits, keys[o], mags[o])
+    least = np.inf
     for o in range(n_out):
-        store(out, o, _finish(peaks[o], his[o], los[o], ties[o]))
+        r = _finish(base, peaks[o], his[o], los[o], ties[o])
+        least = min(least, abs(r)) if r == r else least
+        store(out, o, r)
+    return least
