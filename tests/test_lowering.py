@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import warnings
 import zlib
-from fractions import Fraction
 
 import ml_dtypes
 import mpmath
@@ -206,17 +205,17 @@ def nearest(value: mpmath.mpf, dtype) -> np.ndarray:
     guess = int(np.array(float(value)).astype(dtype).view(bits))
     around = [np.array(guess + k, dtype=bits).view(dtype) for k in (-1, 0, 1)]
     around = [c for c in around if np.isfinite(c)]
-    return min(around, key=lambda c: abs(mpmath.mpf(Fraction(float(c))) - value))
+    return min(around, key=lambda c: abs(mpmath.mpf(float(c)) - value))
 
 
 def exact_l2(x) -> mpmath.mpf:
     with mpmath.workprec(300):
-        return mpmath.sqrt(sum(mpmath.mpf(Fraction(float(v))) ** 2 for v in x.ravel()))
+        return mpmath.sqrt(sum(mpmath.mpf(float(v)) ** 2 for v in x.ravel()))
 
 
 def exact_lse(x) -> mpmath.mpf:
     with mpmath.workprec(300):
-        return mpmath.log(sum(mpmath.exp(mpmath.mpf(Fraction(float(v)))) for v in x.ravel()))
+        return mpmath.log(sum(mpmath.exp(mpmath.mpf(float(v))) for v in x.ravel()))
 
 
 def ulps(got, want, dtype) -> int:

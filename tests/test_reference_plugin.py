@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from fractions import Fraction
 
 import ml_dtypes
 import mpmath
@@ -71,7 +70,7 @@ def with_axes(model, inputs, axes):
 
 
 def as_mpf(value) -> mpmath.mpf:
-    return mpmath.mpf(Fraction(float(value)))
+    return mpmath.mpf(float(value))  # exact: a float has 53 bits
 
 
 def nearest(value: mpmath.mpf, dtype) -> np.ndarray:
