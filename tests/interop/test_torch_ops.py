@@ -1,0 +1,148 @@
+"""torch tensors in, tensors of the same dtype and device out, with the numpy path's bits and
+gradients (gradcheck, opcheck), no copy of the input, and the device rule."""
+
+import math
+import os
+import tracemalloc
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import onnx_reduce
+
+torch = pytest.importorskip("torch")
+from onnx_reduce.interop import torch_ops  # noqa: E402
+
+OPS = {"ReduceSum": onnx_reduce.reduce_sum, "ReduceL2": onnx_reduce.reduce_l2,
+       "ReduceLogSumExp": onnx_reduce.reduce_log_sum_exp}
+
+
+def _numpy(tensor):
+    return torch_ops.as_numpy(tensor.detach())
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_a_tensor_in_gives_a_tensor_of_its_dtype_with_the_numpy_bits(op, dtype):
+    tensor = torch.randn(6, 7, generator=torch.Generator().manual_seed(0)).to(dtype)
+    for layout in (tensor, tensor.t(), tensor[::2, 1::3]):
+        got = OPS[op](layout, axes=[0], keepdims=False)
+        assert type(got) is torch.Tensor
+        assert got.dtype == dtype
+        assert got.device == layout.device
+        want = OPS[op](_numpy(layout), axes=[0], keepdims=False)
+        assert _numpy(got).tobytes() == want.tobytes()
+
+
+def test_integer_tensors_reduce_exactly_and_have_no_gradient():
+    tensor = torch.tensor([[2**31 - 1, 1]], dtype=torch.int32)
+    got = onnx_reduce.reduce_l2(tensor, axes=[1], keepdims=False)
+    assert got.dtype == torch.int32
+    assert int(got) == math.isqrt((2**31 - 1) ** 2 + 1)
+    assert not got.requires_grad
+
+
+def test_strided_and_bfloat16_tensors_are_read_without_a_copy():
+    base = torch.randn(8, 6).to(torch.bfloat16)
+    view = base.t()[::2]
+    array = torch_ops.as_numpy(view)
+    assert array.dtype == np.dtype(ml_dtypes.bfloat16)
+    assert array.ctypes.data == view.data_ptr()
+    assert array.strides == tuple(s * 2 for s in view.stride())
+
+
+def _peak_rss_reset() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")  # resets VmHWM, the peak resident size
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss() -> int:
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith("VmHWM:"))
+    return int(line.split()[1]) * 1024
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_a_256_mib_tensor_is_reduced_with_little_extra_memory(op):
+    tensor = torch.ones(64, 1024, 1024)  # 256 MiB of float32
+    OPS[op](tensor, axes=[0, 1])  # the first call loads the kernels (numba: ~200 MiB of code)
+    if not _peak_rss_reset():
+        pytest.skip("this system cannot reset the peak resident size")
+    before = _peak_rss()
+    tracemalloc.start()
+    result = OPS[op](tensor, axes=[0, 1], keepdims=False)
+    numpy_peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    growth = _peak_rss() - before
+    assert result.shape == (1024,)
+    assert growth < tensor.nbytes // 100, f"peak resident size grew by {growth / 2**20:.1f} MiB"
+    assert numpy_peak < tensor.nbytes // 1000, f"numpy allocated {numpy_peak / 2**20:.1f} MiB"
+
+
+def test_a_tensor_on_another_device_is_refused_naming_it_and_the_way_out():
+    message = r"^ReduceLogSumExp-28: data is on device 'meta'.*\.cpu\(\)"
+    with pytest.raises(TypeError, match=message):
+        onnx_reduce.reduce_log_sum_exp(torch.empty(3, device="meta"))
+
+
+def test_bad_arguments_get_the_numpy_path_message():
+    tensor = torch.ones(2, 3, requires_grad=True)
+    with pytest.raises(ValueError, match=r"^ReduceSum-13: axis 2 is out of range"):
+        onnx_reduce.reduce_sum(tensor, axes=[2])
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_gradcheck_float64(op):
+    data = torch.randn(3, 4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    data.requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda t: OPS[op](t, axes=[0, 2], keepdims=False), (data,))
+    assert torch.autograd.gradcheck(lambda t: OPS[op](t, axes=[-1]), (data,))
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_opcheck(op):
+    data = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    for args in ((data, [1], False, False, None), (data, None, True, False, 18)):
+        results = torch.library.opcheck(torch_ops.OPS[op], args)
+        assert set(results.values()) == {"SUCCESS"}
+
+
+def test_log_sum_exp_gradient_is_finite_where_torch_gives_nan():
+    data = torch.tensor([[-math.inf, -math.inf], [math.inf, 1.0], [0.0, math.log(3.0)]],
+                        dtype=torch.float64, requires_grad=True)
+    onnx_reduce.reduce_log_sum_exp(data, axes=[1]).sum().backward()
+    assert torch.equal(data.grad[:2], torch.tensor([[0.0, 0.0], [1.0, 0.0]], dtype=torch.float64))
+    torch.testing.assert_close(data.grad[2], torch.tensor([0.25, 0.75], dtype=torch.float64),
+                               rtol=4e-16, atol=0)
+
+
+def test_a_tensor_that_requires_grad_is_not_detached():
+    data = torch.tensor([3.0, 4.0], requires_grad=True)
+    result = onnx_reduce.reduce_l2(data, keepdims=False)
+    assert result.requires_grad
+    result.backward()
+    assert torch.equal(data.grad, torch.tensor([0.6, 0.8]))
+
+
+def test_torch_export_traces_the_ops_through_their_fake_implementations():
+    class Norm(torch.nn.Module):
+        def forward(self, x):
+            return onnx_reduce.reduce_log_sum_exp(x, axes=[1], keepdims=False)
+
+    data = torch.randn(4, 5)
+    exported = torch.export.export(Norm(), (data,))
+    assert "onnx_reduce.reduce_log_sum_exp" in str(exported.graph)
+    assert torch.equal(exported.module()(data), onnx_reduce.reduce_log_sum_exp(data, axes=[1],
+                                                                               keepdims=False))
+
+
+@pytest.mark.skipif(not os.environ.get("ONNX_REDUCE_SLOW"), reason="torch.compile: slow")
+def test_torch_compile_runs_the_ops():
+    data = torch.randn(4, 5)
+    compiled = torch.compile(lambda t: onnx_reduce.reduce_sum(t, axes=[1]), fullgraph=True)
+    assert torch.equal(compiled(data), onnx_reduce.reduce_sum(data, axes=[1]))
