@@ -21,6 +21,12 @@ def test_array_api_strict_in_gives_the_same_library_and_bits_out(reduce):
     assert np.array_equal(np.from_dlpack(got), reduce(values, axes=[1], keepdims=False))
 
 
+def test_the_result_is_on_the_input_device():
+    device = xp.Device("device1")  # array_api_strict's second CPU device
+    got = onnx_reduce.reduce_sum(xp.asarray(np.arange(4.0), device=device))
+    assert got.device == device
+
+
 def test_a_negative_stride_view_is_read_without_a_copy():
     base = xp.asarray(np.arange(10.0))
     reversed_view = base[::-2]

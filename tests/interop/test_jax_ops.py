@@ -60,3 +60,27 @@ def test_gradient_under_vmap_and_jit():
 def test_bad_arguments_get_the_numpy_path_message_also_when_traced():
     with pytest.raises(ValueError, match=r"^ReduceSum-13: axis 2 is out of range"):
         jax.jit(lambda x: onnx_reduce.reduce_sum(x, axes=[2]))(jnp.asarray(DATA))
+
+
+@pytest.mark.parametrize("opset", [None, 11])
+def test_nested_vmap_of_rank_0_and_of_matrices(opset):
+    """Batch axes lead the callback's data: the reduced axes must skip them, also for a rank-0
+    element reduced over all (none) of its axes at a version without noop_with_empty_axes."""
+    data = jnp.asarray(DATA)
+    scalars = jax.vmap(jax.vmap(lambda x: onnx_reduce.reduce_l2(x, opset=opset)))(data)
+    assert np.array_equal(scalars, np.abs(DATA))
+    columns = jax.vmap(lambda m: onnx_reduce.reduce_log_sum_exp(m, axes=[0], opset=opset))(
+        jnp.stack([data, 2 * data]))
+    want = [onnx_reduce.reduce_log_sum_exp(m, axes=[0]) for m in (DATA, 2 * DATA)]
+    assert np.array_equal(columns, np.stack(want))
+
+
+def test_gradient_under_nested_vmap():
+    grads = jax.vmap(jax.vmap(jax.grad(lambda x: onnx_reduce.reduce_log_sum_exp(
+        x, keepdims=False))))(jnp.asarray(DATA).reshape(2, 2, 6))
+    np.testing.assert_allclose(grads.reshape(4, 6), jax.nn.softmax(DATA, axis=1), rtol=1e-15)
+
+
+def test_gradient_of_rank_0_elements_under_vmap_at_a_version_without_noop():
+    grads = jax.vmap(jax.grad(lambda x: onnx_reduce.reduce_l2(x, opset=11)))(jnp.asarray(DATA[0]))
+    assert np.array_equal(grads, np.sign(DATA[0]))

@@ -2,7 +2,6 @@
 gradients (gradcheck, opcheck), no copy of the input, and the device rule."""
 
 import math
-import os
 import tracemalloc
 
 import ml_dtypes
@@ -141,8 +140,18 @@ def test_torch_export_traces_the_ops_through_their_fake_implementations():
                                                                                keepdims=False))
 
 
-@pytest.mark.skipif(not os.environ.get("ONNX_REDUCE_SLOW"), reason="torch.compile: slow")
-def test_torch_compile_runs_the_ops():
-    data = torch.randn(4, 5)
-    compiled = torch.compile(lambda t: onnx_reduce.reduce_sum(t, axes=[1]), fullgraph=True)
-    assert torch.equal(compiled(data), onnx_reduce.reduce_sum(data, axes=[1]))
+def test_torch_compile_traces_the_ops_and_their_gradient_in_one_graph():
+    def loss(t):
+        return torch_ops.OPS["ReduceLogSumExp"](t, [1], False, False, None).sum()
+
+    data = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
+    torch.compile(loss, fullgraph=True)(data).backward()
+    torch.testing.assert_close(data.grad, torch.softmax(data.detach(), 1), rtol=1e-15, atol=0)
+
+
+def test_a_tensor_that_requires_grad_under_no_grad_is_reduced_without_a_graph():
+    data = torch.tensor([3.0, 4.0], requires_grad=True)
+    with torch.no_grad():
+        result = onnx_reduce.reduce_l2(data, keepdims=False)
+    assert not result.requires_grad
+    assert float(result) == 5.0

@@ -41,13 +41,13 @@ def _module(name: str) -> Any:
 
 def reduce_array_api(op: str, data: Any, axes, keepdims, noop, opset) -> Any:
     """Any Array API array on the CPU: read through DLPack (no copy), reduced by the numpy path,
-    returned as an array of the input's namespace."""
+    returned as an array of the input's namespace on the input's device."""
     import array_api_compat as compat
 
     from ..functions import reduce_array
 
     result = reduce_array(op, read_cpu(op, opset, data), axes, keepdims, noop, opset)
-    return compat.array_namespace(data).asarray(result)
+    return compat.array_namespace(data).asarray(result, device=compat.device(data))
 
 
 def read_cpu(op: str, opset: int | None, data: Any) -> np.ndarray:
