@@ -140,13 +140,19 @@ def test_torch_export_traces_the_ops_through_their_fake_implementations():
                                                                                keepdims=False))
 
 
-def test_torch_compile_traces_the_ops_and_their_gradient_in_one_graph():
+def test_torch_compile_traces_the_front_door_and_the_gradient_in_one_graph():
     def loss(t):
-        return torch_ops.OPS["ReduceLogSumExp"](t, [1], False, False, None).sum()
+        return onnx_reduce.reduce_log_sum_exp(t, axes=[1], keepdims=False).sum()
 
     data = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
     torch.compile(loss, fullgraph=True)(data).backward()
     torch.testing.assert_close(data.grad, torch.softmax(data.detach(), 1), rtol=1e-15, atol=0)
+
+
+def test_bad_axes_get_the_message_also_under_torch_compile():
+    compiled = torch.compile(lambda t: onnx_reduce.reduce_sum(t, axes=[2]), fullgraph=True)
+    with pytest.raises(Exception, match=r"ReduceSum-13: axis 2 is out of range"):
+        compiled(torch.ones(2, 3))
 
 
 def test_a_tensor_that_requires_grad_under_no_grad_is_reduced_without_a_graph():

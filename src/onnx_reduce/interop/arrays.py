@@ -3,7 +3,6 @@ any Array API library (torch and jax have their own modules)."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -27,16 +26,16 @@ def foreign_reduction(data: Any) -> Reduction | None:
     import array_api_compat as compat
 
     if compat.is_torch_array(data):
-        return _module("torch_ops").reduce
+        from . import torch_ops
+
+        return torch_ops.reduce
     if compat.is_jax_array(data):
-        return _module("jax_ops").reduce
+        from . import jax_ops
+
+        return jax_ops.reduce
     if compat.is_array_api_obj(data):
         return reduce_array_api
     return None
-
-
-def _module(name: str) -> Any:
-    return importlib.import_module(f"{__package__}.{name}")
 
 
 def reduce_array_api(op: str, data: Any, axes, keepdims, noop, opset) -> Any:
