@@ -113,7 +113,7 @@ def _fresh(op, data, axes, keepdims, noop, opset) -> torch.Tensor:
     """The op's result in memory of its own (a custom op's output may not alias its input)."""
     array = as_numpy(data)
     result = reduce_array(op, array, axes, keepdims, noop, opset)
-    if np.shares_memory(result, array):
+    if np.may_share_memory(result, array):
         result = result.copy()
     return from_numpy(result)
 
