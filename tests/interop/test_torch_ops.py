@@ -161,3 +161,23 @@ def test_a_tensor_that_requires_grad_under_no_grad_is_reduced_without_a_graph():
         result = onnx_reduce.reduce_l2(data, keepdims=False)
     assert not result.requires_grad
     assert float(result) == 5.0
+
+
+@pytest.mark.parametrize(
+    ("tensor", "message"),
+    [
+        (lambda: torch.eye(3).to_sparse(),
+         r"^ReduceSum-13: torch tensors of layout torch\.sparse_coo"),
+        (lambda: torch.ones(3, dtype=torch.float8_e4m3fn),
+         r"^ReduceSum-13: data type torch\.float8_e4m3fn is not allowed"),
+        (lambda: torch.ones(3, dtype=torch.bool),
+         r"^ReduceSum-13: data type 'bool' is not allowed"),
+    ],
+)
+def test_tensors_the_kernels_cannot_take_get_a_one_line_type_error(tensor, message):
+    with pytest.raises(TypeError, match=message):
+        onnx_reduce.reduce_sum(tensor())
+
+
+def test_a_lazily_negated_view_is_reduced_with_its_sign():
+    assert float(onnx_reduce.reduce_sum(torch.tensor([1.0, 2.0])._neg_view(), keepdims=False)) == -3

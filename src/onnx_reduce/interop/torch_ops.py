@@ -15,7 +15,7 @@ import ml_dtypes
 import numpy as np
 import torch
 
-from ..functions import plan_for, reduce_array
+from ..functions import plan_for, reduce_array, version_label
 from ..kernels.gradients import data_gradient
 from .arrays import device_error
 
@@ -30,8 +30,7 @@ _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 
 def reduce(op: str, data: torch.Tensor, axes, keepdims, noop, opset) -> torch.Tensor:
     """``op`` of a torch tensor, as a tensor of its dtype on its device (the CPU)."""
-    if data.device.type != "cpu":
-        raise device_error(op, opset, data.device, "move it to the CPU with data.cpu()")
+    _check_tensor(op, opset, data)
     if type(data) is torch.Tensor and not _needs_op(data):
         return from_numpy(reduce_array(op, as_numpy(data), axes, keepdims, noop, opset))
     if not torch.compiler.is_compiling():  # while compiling, the fake implementation checks
@@ -40,13 +39,28 @@ def reduce(op: str, data: torch.Tensor, axes, keepdims, noop, opset) -> torch.Te
     return OPS[op](data, axes, bool(keepdims), bool(noop), opset)
 
 
+def _check_tensor(op: str, opset: int | None, data: torch.Tensor) -> None:
+    """``TypeError`` naming the version for tensors the kernels cannot read in place."""
+    if data.device.type != "cpu":
+        raise device_error(op, opset, data.device, "move it to the CPU with data.cpu()")
+    if data.layout != torch.strided:
+        raise TypeError(f"{version_label(op, opset)}: torch tensors of layout {data.layout} are "
+                        "not supported; pass data.to_dense()")
+    if data.dtype not in _NUMPY_DTYPES:
+        raise TypeError(f"{version_label(op, opset)}: data type {data.dtype} is not allowed "
+                        "(no numpy counterpart); convert the tensor, e.g. data.float()")
+
+
 def _needs_op(data: torch.Tensor) -> bool:
     return (data.requires_grad and torch.is_grad_enabled()) or torch.compiler.is_compiling()
 
 
 def as_numpy(tensor: torch.Tensor) -> np.ndarray:
     """A CPU tensor as a numpy array over the same memory, any strides; bfloat16 viewed as
-    ``ml_dtypes.bfloat16`` (same bits: numpy and DLPack have no bfloat16 of their own)."""
+    ``ml_dtypes.bfloat16`` (same bits: numpy and DLPack have no bfloat16 of their own). A lazily
+    negated view (``is_neg()``) is resolved first, a copy: its memory holds the other sign."""
+    if tensor.is_neg():
+        tensor = tensor.resolve_neg()
     if tensor.dtype == torch.bfloat16:
         return tensor.view(torch.int16).numpy().view(_BFLOAT16)
     return tensor.numpy()
