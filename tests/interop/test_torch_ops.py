@@ -101,6 +101,8 @@ def test_gradcheck_float64(op):
     data.requires_grad_(True)
     assert torch.autograd.gradcheck(lambda t: OPS[op](t, axes=[0, 2], keepdims=False), (data,))
     assert torch.autograd.gradcheck(lambda t: OPS[op](t, axes=[-1]), (data,))
+    custom_op = torch_ops.OPS[op]  # what torch.compile and torch.export trace
+    assert torch.autograd.gradcheck(lambda t: custom_op(t, [0, 2], False, False, None), (data,))
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -181,3 +183,11 @@ def test_tensors_the_kernels_cannot_take_get_a_one_line_type_error(tensor, messa
 
 def test_a_lazily_negated_view_is_reduced_with_its_sign():
     assert float(onnx_reduce.reduce_sum(torch.tensor([1.0, 2.0])._neg_view(), keepdims=False)) == -3
+
+
+def test_torch_func_transforms_get_a_one_line_type_error():
+    message = r"^ReduceL2-18: torch\.func transforms .* are not supported"
+    with pytest.raises(TypeError, match=message):
+        torch.func.vmap(onnx_reduce.reduce_l2)(torch.ones(2, 3))
+    with pytest.raises(TypeError, match=message):
+        torch.func.grad(lambda t: onnx_reduce.reduce_l2(t, keepdims=False))(torch.ones(3))
