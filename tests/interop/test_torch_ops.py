@@ -122,6 +122,12 @@ def test_log_sum_exp_gradient_is_finite_where_torch_gives_nan():
                                rtol=4e-16, atol=0)
 
 
+def test_a_parameter_gets_its_gradient():
+    weight = torch.nn.Parameter(torch.tensor([[3.0, 4.0]]))
+    onnx_reduce.reduce_l2(weight, axes=[1]).sum().backward()
+    assert torch.equal(weight.grad, torch.tensor([[0.6, 0.8]]))
+
+
 def test_a_tensor_that_requires_grad_is_not_detached():
     data = torch.tensor([3.0, 4.0], requires_grad=True)
     result = onnx_reduce.reduce_l2(data, keepdims=False)

@@ -27,13 +27,16 @@ _SCHEMA = ("(Tensor data, int[]? axes, bool keepdims, bool noop_with_empty_axes,
 _GRAD_SCHEMA = ("(Tensor grad, Tensor data, Tensor result, int[]? axes, bool keepdims, "
                 "bool noop_with_empty_axes, int? opset) -> Tensor")
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+#: Tensor types read directly in eager mode; other subclasses (fake, functional) take the op.
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 
 
 def reduce(op: str, data: torch.Tensor, axes, keepdims, noop, opset) -> torch.Tensor:
     """``op`` of a torch tensor, as a tensor of its dtype on its device (the CPU)."""
     _check_tensor(op, opset, data)
     compiling = torch.compiler.is_compiling()
-    if type(data) is torch.Tensor and not compiling:
+    plain = type(data) in _PLAIN_TENSORS
+    if plain and not compiling:
         if _functorch.is_functorch_wrapped_tensor(data):
             raise TypeError(f"{version_label(op, opset)}: torch.func transforms (vmap, grad, "
                             "...) are not supported; use torch.autograd (loss.backward(), "
@@ -43,7 +46,7 @@ def reduce(op: str, data: torch.Tensor, axes, keepdims, noop, opset) -> torch.Te
     if not compiling:  # while compiling, the fake implementation checks
         plan_for(op, numpy_dtype(data.dtype), tuple(data.shape), axes, keepdims, noop, opset)
     axes = None if axes is None else [int(axis) for axis in axes]
-    if compiling or type(data) is not torch.Tensor:
+    if compiling or not plain:
         return OPS[op](data, axes, bool(keepdims), bool(noop), opset)
     return _EagerReduction.apply(data, op, axes, bool(keepdims), bool(noop), opset)
 
