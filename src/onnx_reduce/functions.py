@@ -1,10 +1,12 @@
 """Front door: numpy-style functions with the semantics of each operator's newest version.
 
-``data`` is an array or anything ``np.asarray`` reads (lists, scalars), in either byte order: an
-array in the other byte order than the machine's is converted once (one copy of it), and results
-are always in the machine's byte order. Masked arrays are refused (``TypeError``): the kernels
-read the data, so the mask would be ignored. ``opset`` is an integer from 1 to the newest opset
-the installed onnx defines.
+``data`` is a numpy array, an array of any library of the Array API standard (torch, jax,
+``array_api_strict``, ...: the result is then an array of that library, dtype and device; see
+:mod:`onnx_reduce.interop`), or anything ``np.asarray`` reads (lists, scalars). numpy arrays may
+be in either byte order: an array in the other byte order than the machine's is converted once
+(one copy of it), and results are always in the machine's byte order. Masked arrays are refused
+(``TypeError``): the kernels read the data, so the mask would be ignored. ``opset`` is an
+integer from 1 to the newest opset the installed onnx defines.
 
 >>> import numpy as np
 >>> x = np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)
@@ -24,8 +26,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .pipeline import execute, prepare
-from .spec import OpVersion, as_array, as_axes, latest, resolve
+from .interop.arrays import foreign_reduction
+from .pipeline import execute, plan_call, prepare
+from .plan import ReductionPlan
+from .spec import OpVersion, as_array, as_axes, as_dtype, check_shape, latest, resolve
 
 Axes = Sequence[int] | np.ndarray | None
 
@@ -46,7 +50,7 @@ def reduce_sum(
     >>> reduce_sum(np.array([[1, 2], [3, 4]], dtype=np.int32), axes=[0], keepdims=False)
     array([4, 6], dtype=int32)
     """
-    return _reduce("ReduceSum", data, axes, keepdims, noop_with_empty_axes, opset)
+    return reduce_array("ReduceSum", data, axes, keepdims, noop_with_empty_axes, opset)
 
 
 def reduce_l2(
@@ -64,7 +68,7 @@ def reduce_l2(
     >>> reduce_l2(np.array([3, 4], dtype=np.int64))
     array([5])
     """
-    return _reduce("ReduceL2", data, axes, keepdims, noop_with_empty_axes, opset)
+    return reduce_array("ReduceL2", data, axes, keepdims, noop_with_empty_axes, opset)
 
 
 def reduce_log_sum_exp(
@@ -82,7 +86,7 @@ def reduce_log_sum_exp(
     >>> reduce_log_sum_exp(np.array([0.0, -np.inf]), keepdims=False)
     array(0.)
     """
-    return _reduce("ReduceLogSumExp", data, axes, keepdims, noop_with_empty_axes, opset)
+    return reduce_array("ReduceLogSumExp", data, axes, keepdims, noop_with_empty_axes, opset)
 
 
 #: Prepared calls (:func:`onnx_reduce.pipeline.prepare`) by (op, dtype, shape, axes, keepdims,
@@ -92,10 +96,15 @@ _PREPARED: dict[tuple, Callable[[np.ndarray], np.ndarray]] = {}
 _MAX_PREPARED = 4096
 
 
-def _reduce(
+def reduce_array(
     op: str, data: ArrayLike, axes: Axes, keepdims: bool, noop: bool, opset: int | None
 ) -> np.ndarray:
+    """``op`` of ``data`` as the functions above compute it: other libraries' arrays go to their
+    front door (:mod:`onnx_reduce.interop`), numpy arrays straight to the prepared calls."""
     if type(data) is not np.ndarray:
+        reduce_foreign = foreign_reduction(data)
+        if reduce_foreign is not None:
+            return reduce_foreign(op, data, axes, keepdims, noop, opset)
         data = as_array(_version(op, opset), data)
     key = _call_key(op, data, axes, keepdims, noop, opset)
     run = _PREPARED.get(key) if key is not None else None
@@ -132,6 +141,27 @@ def _call_key(
 _PLAIN = (bool, int)
 
 
+def plan_for(
+    op: str,
+    dtype: np.dtype,
+    shape: tuple[int, ...],
+    axes: Axes,
+    keepdims: bool,
+    noop: bool,
+    opset: int | None,
+) -> tuple[OpVersion, ReductionPlan]:
+    """Validate a call on an array of ``dtype`` and ``shape`` and plan it, without the data:
+    what the other libraries' front doors need to know the output shape before running.
+
+    >>> ver, plan = plan_for("ReduceL2", np.dtype(np.float32), (2, 3), [1], False, False, None)
+    >>> ver.label, plan.axes, plan.output_shape
+    ('ReduceL2-18', (1,), (2,))
+    """
+    ver, attributes, axes_input = _node_form(op, axes, keepdims, noop, opset, len(shape))
+    return ver, plan_call(ver, as_dtype(ver, dtype), check_shape(ver, shape), attributes,
+                          axes_input)
+
+
 def _version(op: str, opset: int | None) -> OpVersion:
     return latest(op) if opset is None else resolve(op, opset)
 
@@ -152,3 +182,8 @@ def _node_form(
         else:
             attributes["axes"] = list(axes)
     return ver, attributes, axes_input
+
+
+def version_label(op: str, opset: int | None) -> str:
+    """``op``'s version in force at ``opset`` as messages name it (``"ReduceSum-13"``)."""
+    return _version(op, opset).label

@@ -1,0 +1,86 @@
+"""Gradients of the three reductions with respect to their data, in numpy: what the torch and
+jax front doors call for backward passes (they hold no numerics themselves).
+
+Given the upstream gradient ``grad`` (shaped as the result) the data gradient is
+``grad * weight`` broadcast over the reduced axes, with the weight
+
+- ReduceSum: 1;
+- ReduceL2: x / ‖x‖, 0 where the norm is 0 (the subgradient torch and jax choose);
+- ReduceLogSumExp: the softmax exp(x − y), with y the result: exponents are <= 0, so no overflow.
+
+Where the usual formula gives NaN we take the limit instead, so the weights of a slice still sum
+to what they sum to elsewhere (1 for ReduceLogSumExp): a slice of all −inf (y = −inf) gets weight
+0, as torch#31829 and jax#6811 settle on; a ReduceLogSumExp slice holding +inf (y = +inf) splits
+the weight evenly among its +inf elements (the softmax's limit as they grow together), others 0;
+a ReduceL2 slice holding ±inf gives its infinite elements sign(x)/√k (k of them), others 0. A
+slice holding NaN has NaN weights (its result is NaN). float16, bfloat16 and float32 weights are
+computed in float64 (for ReduceLogSumExp from a float64 result) and rounded once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..plan import ReductionPlan
+from .dispatch import run_kernel
+
+
+def data_gradient(
+    op: str, plan: ReductionPlan, grad: np.ndarray, data: np.ndarray, result: np.ndarray
+) -> np.ndarray:
+    """The gradient of ``op`` (planned as ``plan``) with respect to ``data``, in data's dtype.
+
+    >>> from onnx_reduce.plan import make_plan
+    >>> from onnx_reduce.spec import Request, resolve
+    >>> plan = make_plan(Request(resolve("ReduceLogSumExp", 18), (0,), False, False), (2,))
+    >>> x = np.array([0.0, np.log(3.0)])
+    >>> data_gradient("ReduceLogSumExp", plan, np.array(1.0), x, np.array(np.log(4.0)))
+    array([0.25, 0.75])
+    """
+    kept = kept_shape(plan)
+    wide = np.dtype(np.float64)
+    upstream = np.asarray(grad).reshape(kept).astype(wide, copy=False)
+    if op == "ReduceSum":
+        weighted = np.broadcast_to(upstream, plan.shape)
+    else:
+        x = np.asarray(data).astype(wide, copy=False)
+        weight = _WEIGHTS[op](plan, x, _wide_result(op, plan, data, result).reshape(kept))
+        weighted = upstream * weight
+    return weighted.astype(data.dtype)
+
+
+def kept_shape(plan: ReductionPlan) -> tuple[int, ...]:
+    """The result's shape with every reduced axis kept (as 1): it broadcasts against the data."""
+    return tuple(1 if axis in plan.axes else dim for axis, dim in enumerate(plan.shape))
+
+
+def _wide_result(op: str, plan: ReductionPlan, data: np.ndarray, result: np.ndarray) -> np.ndarray:
+    """The result in float64: narrow-float ReduceLogSumExp results are recomputed in float64
+    (the rounded one would shift every exponent by its rounding error, |y| ulps)."""
+    if op == "ReduceLogSumExp" and data.dtype != np.float64:
+        return np.asarray(run_kernel(op, data.astype(np.float64), plan))
+    return np.asarray(result).astype(np.float64, copy=False)
+
+
+def _l2_weight(plan: ReductionPlan, x: np.ndarray, norm: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        weight = np.where(norm == 0, 0.0, x / norm)
+        if np.isposinf(norm).any():
+            infinite = np.isinf(x)
+            count = infinite.sum(axis=plan.axes, keepdims=True)
+            shared = np.where(infinite, np.sign(x) / np.sqrt(count), 0.0)
+            weight = np.where(np.isposinf(norm), shared, weight)
+    return weight
+
+
+def _softmax_weight(plan: ReductionPlan, x: np.ndarray, lse: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        weight = np.exp(x - lse)
+        if np.isposinf(lse).any():
+            infinite = np.isposinf(x)
+            count = infinite.sum(axis=plan.axes, keepdims=True)
+            weight = np.where(np.isposinf(lse), np.where(infinite, 1.0 / count, 0.0), weight)
+    return np.where(np.isneginf(lse), 0.0, weight)
+
+
+_WEIGHTS = {"ReduceL2": _l2_weight, "ReduceLogSumExp": _softmax_weight}

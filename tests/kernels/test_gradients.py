@@ -1,0 +1,97 @@
+"""The data gradients of onnx_reduce.kernels.gradients against exact values (mpmath) and the
+documented conventions where the plain formulas give NaN."""
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from onnx_reduce.kernels.gradients import data_gradient
+from onnx_reduce.plan import make_plan
+from onnx_reduce.spec import Request, resolve
+
+mpmath.mp.prec = 200
+
+
+def _plan(op, shape, axes, keepdims=True, noop=False):
+    return make_plan(Request(resolve(op, 18), tuple(axes), keepdims, noop), shape)
+
+
+def _grad(op, x, axes, result, grad=None, keepdims=True):
+    plan = _plan(op, x.shape, axes, keepdims)
+    grad = np.ones(plan.output_shape, x.dtype) if grad is None else grad
+    return data_gradient(op, plan, grad, x, np.asarray(result, x.dtype))
+
+
+def _exact_softmax(row):
+    total = mpmath.fsum(mpmath.exp(mpmath.mpf(float(v))) for v in row)
+    return [float(mpmath.exp(mpmath.mpf(float(v))) / total) for v in row]
+
+
+def _exact_lse(row):
+    return float(mpmath.log(mpmath.fsum(mpmath.exp(mpmath.mpf(float(v))) for v in row)))
+
+
+floats = st.floats(-700, 700, allow_nan=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(floats, min_size=1, max_size=12))
+def test_log_sum_exp_gradient_is_the_exact_softmax(values):
+    x = np.array(values)
+    got = _grad("ReduceLogSumExp", x, (0,), [_exact_lse(values)])
+    want = np.array(_exact_softmax(values))
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-300)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(-1e150, 1e150, allow_nan=False), min_size=1, max_size=12))
+def test_l2_gradient_is_x_over_the_exact_norm(values):
+    x = np.array(values)
+    norm = mpmath.sqrt(mpmath.fsum(mpmath.mpf(v) ** 2 for v in values))
+    got = _grad("ReduceL2", x, (0,), [float(norm)])
+    want = [0.0 if norm == 0 else float(mpmath.mpf(v) / norm) for v in values]
+    np.testing.assert_allclose(got, want, rtol=4e-16, atol=0)
+
+
+def test_float32_log_sum_exp_gradient_uses_a_float64_result():
+    """A float32 result of 1e4 is off by up to half an ulp (5e-4): the weights must not be."""
+    x = np.array([10000.0, 10000.5, 9999.25], dtype=np.float32)
+    got = _grad("ReduceLogSumExp", x, (0,), [_exact_lse(x)])
+    want = np.array(_exact_softmax(x), dtype=np.float32)
+    assert np.array_equal(got, want)
+
+
+def test_sum_gradient_broadcasts_the_upstream_gradient_over_reduced_axes():
+    x = np.zeros((2, 3, 4), np.float32)
+    grad = np.arange(8, dtype=np.float32).reshape(2, 4)
+    got = _grad("ReduceSum", x, (1,), np.zeros((2, 4)), grad, keepdims=False)
+    assert np.array_equal(got, np.repeat(grad[:, None, :], 3, axis=1))
+
+
+@pytest.mark.parametrize(
+    ("op", "values", "want"),
+    [
+        ("ReduceLogSumExp", [-math.inf, -math.inf], [0.0, 0.0]),  # torch#31829, jax#6811
+        ("ReduceLogSumExp", [math.inf, 1.0, math.inf], [0.5, 0.0, 0.5]),
+        ("ReduceLogSumExp", [-math.inf, 0.0], [0.0, 1.0]),
+        ("ReduceL2", [0.0, 0.0], [0.0, 0.0]),
+        ("ReduceL2", [math.inf, 2.0, -math.inf, math.inf, -math.inf], [0.5, 0.0, -0.5, 0.5, -0.5]),
+    ],
+)
+def test_limits_where_the_formula_gives_nan(op, values, want):
+    x = np.array(values)
+    result = {"ReduceLogSumExp": _exact_lse, "ReduceL2": lambda v: math.hypot(*v)}[op](values)
+    assert np.array_equal(_grad(op, x, (0,), [result]), np.array(want))
+
+
+@pytest.mark.parametrize("op", ["ReduceLogSumExp", "ReduceL2"])
+def test_a_slice_holding_nan_has_nan_weights_and_others_are_untouched(op):
+    x = np.array([[np.nan, 1.0], [0.0, 0.0]])
+    result = [[np.nan], [math.log(2.0) if op == "ReduceLogSumExp" else 0.0]]
+    got = _grad(op, x, (1,), result)
+    assert np.isnan(got[0]).all()
+    assert np.array_equal(got[1], [0.5, 0.5] if op == "ReduceLogSumExp" else [0.0, 0.0])
