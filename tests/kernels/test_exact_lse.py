@@ -280,14 +280,59 @@ def test_integer_lse_blocks_and_axes(dtype, monkeypatch):
 
 
 def test_float64_block_sums_are_exact():
-    """The float64 terms' split parts add up exactly inside reassociating loops (a fold of
-    ``(t + c) - c`` or of the TwoDiff by the compiler would lose ~64 u here)."""
+    """The float64 terms' split parts add up exactly inside reassociating loops: the block
+    equals the exact sum of its terms computed one by one (a fold of ``(t + c) - c`` or of the
+    TwoDiff by the compiler would lose ~u here), and each term is within the bound's 1.28 u."""
     rng = np.random.default_rng(11)
     x = -rng.uniform(0, 3, 1024) - 1e-3 * rng.random(1024)
     m = 0.5
     big, rest, ties = lse_module._terms_contiguous(x, 0, 64, m)
     assert ties == 0.0
+    parts = [lse_module._term_parts(float(v), m) for v in x[:64]]
     with mpmath.workprec(300):
+        own = mpmath.fsum(mpmath.mpf(a) + mpmath.mpf(b) for a, b in parts)
         want = mpmath.fsum(mpmath.exp(mpmath.mpf(float(v)) - mpmath.mpf(m)) for v in x[:64])
-        error = abs(mpmath.mpf(big) + mpmath.mpf(rest) - want) / want
-    assert error < mpmath.mpf(2) ** -56
+        assert abs(mpmath.mpf(big) + mpmath.mpf(rest) - own) / own < mpmath.mpf(2) ** -60
+        assert abs(own - want) / want <= 1.28 * exact_lse.U
+
+
+def test_float64_terms_are_one_polynomial_and_the_gap_correction():
+    """Each float64 term is ``exp_nonpos(d) + exp_nonpos(d) * dl`` (``d + dl == x - m``
+    exactly): one polynomial per element, the cost of a plain exp."""
+    exp_nonpos = pytest.importorskip("onnx_reduce.kernels.fast._exp").exp_nonpos
+    rng = np.random.default_rng(12)
+    m_values = rng.uniform(3, 40, 200)
+    for x, m in zip(m_values - rng.uniform(1e-9, 13, 200), m_values, strict=True):
+        big, rest = lse_module._term_parts(float(x), float(m))
+        d = float(x - m)
+        h = mpmath.mpf(exp_nonpos(d))
+        with mpmath.workprec(300):
+            dl = mpmath.mpf(float(x)) - mpmath.mpf(float(m)) - mpmath.mpf(d)
+            assert abs(mpmath.mpf(big) + mpmath.mpf(rest) - h * (1 + dl)) <= h * 2.0**-70, (x, m)
+
+
+@st.composite
+def rows_just_above_threshold(draw):
+    """float64 rows whose LSE lies in [1, 4): the least results the float64 bound vouches for
+    without recomputation (threshold 1), where the kernels' error is largest in ulps."""
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    rows = draw(st.integers(1, 4))
+    length = draw(st.sampled_from([2, 3, 16, 63, 64, 65, 200, 1025, 4096]))
+    v = rng.standard_normal((rows, length)) * draw(st.sampled_from([0.01, 0.5, 3.0, 20.0]))
+    shift = np.log(np.exp(v - v.max(axis=1, keepdims=True)).sum(axis=1)) + v.max(axis=1)
+    target = rng.uniform(1.001, 4.0, (rows, 1))
+    return v - shift[:, None] + target
+
+
+@_PROPERTY
+@given(data=st.data())
+def test_float64_results_the_bound_vouches_for_are_within_contract(data):
+    x = data.draw(rows_just_above_threshold())
+    outer = data.draw(st.booleans())
+    view, axes = (np.ascontiguousarray(x.T), [0]) if outer else (x, [1])
+    limit = exact_lse.threshold(x.dtype, exact_lse.fast_bound(x.dtype, x.shape[1]))
+    for path in ("fast", "fast-general"):
+        got = lse(view, axes, path)
+        assert not exact_lse.suspects(got, x.dtype, limit).any()  # the kernel's own results
+        assert worst_ulps(view, axes, got) <= 2.0, path

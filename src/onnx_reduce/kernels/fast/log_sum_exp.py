@@ -484,14 +484,15 @@ _SIGMA = 1.5 * 2.0**12
 @njit(cache=True, fastmath={"contract"}, inline="always")
 def _term_parts(x, m):
     """float64 ``exp(x - m)`` for ``x <= m`` as (multiple of 2**-40, rest): ``x - m`` carried
-    exactly (TwoDiff), the exp in two parts; called (not inlined by numba), so the callers'
-    reassociating loops cannot fold the TwoDiff or the split away. -inf/NaN gaps give (0, 0)."""
+    exactly (TwoDiff), ``exp(d + dl)`` as ``exp(d) + exp(d) dl`` with the half-ulp
+    :func:`._exp.exp_nonpos` (within 1.28 u relative: one polynomial per term keeps float64 as
+    fast as the plain sum). -inf/NaN gaps give (0, 0)."""
     d = x - m
     z = d - x
     dl = (x - (d - z)) + (-m - z)
     live = d > -746.0
-    h, small = _exp_split(d if live else -746.0)
-    small += h * dl
+    h = exp_nonpos(d if live else -746.0)
+    small = h * dl
     big = (h + _SIGMA) - _SIGMA
     return (big, (h - big) + small) if live else (0.0, 0.0)
 
