@@ -326,7 +326,9 @@ class _DeclaredType:
 
     def check(self, value: np.ndarray) -> None:
         """Refuse a fed array of another element type, rank or fixed size."""
-        if self.dtype is not None and value.dtype != self.dtype:
+        if self.dtype is not None and value.dtype != self.dtype and not _both_strings(
+            self.dtype, value.dtype
+        ):
             raise TypeError(
                 f"model input {self.name!r} is declared {self.type_name}, got {value.dtype}"
             )
@@ -341,6 +343,11 @@ class _DeclaredType:
         return len(shape) == len(self.dims) and all(
             want is None or want == got for want, got in zip(self.dims, shape, strict=True)
         )
+
+
+def _both_strings(declared: np.dtype, fed: np.dtype) -> bool:
+    """A STRING input (object in numpy) is fed as str, bytes or object arrays alike."""
+    return declared.kind == "O" and fed.kind in "OUS"
 
 
 def _declared_type(info: onnx.ValueInfoProto) -> _DeclaredType | None:
