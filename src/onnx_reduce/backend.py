@@ -326,9 +326,8 @@ class _DeclaredType:
 
     def check(self, value: np.ndarray) -> None:
         """Refuse a fed array of another element type, rank or fixed size."""
-        if self.dtype is not None and value.dtype != self.dtype and not _both_strings(
-            self.dtype, value.dtype
-        ):
+        fed = value.dtype.newbyteorder("=")  # either byte order: the pipeline converts
+        if self.dtype is not None and fed != self.dtype and not _both_strings(self.dtype, fed):
             raise TypeError(
                 f"model input {self.name!r} is declared {self.type_name}, got {value.dtype}"
             )
