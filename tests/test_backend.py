@@ -472,7 +472,7 @@ def test_run_refuses_masked_feeds(as_dict):
 
 def test_run_names_the_input_numpy_cannot_read():
     rep = backend.prepare(_reduce_model("ReduceSum", 11, keepdims=0))
-    with pytest.raises(ValueError, match=r"model input 'x' cannot be read as an array"):
+    with pytest.raises(ValueError, match=r"model input 'x': data cannot be read as an array"):
         rep.run([[[1.0], [2.0, 3.0]]])
 
 

@@ -35,7 +35,7 @@ from .pipeline import execute
 from .pipeline import prepare as prepare_call
 from .reference_plugin import reference_ops
 from .spec import OPS, OpVersion, resolve
-from .spec.validate import as_array
+from .spec.validate import as_array, read_array
 from .spec.values import as_integer, shown
 
 #: Prepared node calls kept per model (cleared when full).
@@ -183,16 +183,9 @@ class OnnxReduceBackend(Backend):
 
 
 def _feed(name: str, value: Any) -> np.ndarray:
-    """A model input as a plain array; masked arrays and what numpy cannot read are refused
-    naming the input (a mask would be silently ignored)."""
-    if isinstance(value, np.ma.MaskedArray):
-        raise TypeError(f"model input {name!r}: masked arrays are not supported (the mask "
-                        "would be ignored); pass value.filled(fill) or value.data")
-    try:
-        return np.asarray(value)
-    except (TypeError, ValueError) as error:
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ValueError(f"model input {name!r} cannot be read as an array: {reason}") from None
+    """A model input as a plain array (:func:`~onnx_reduce.spec.validate.read_array`); plain
+    arrays pass without building a message (the per-run path)."""
+    return value if type(value) is np.ndarray else read_array(f"model input {name!r}", value)
 
 
 def _node_values(node: onnx.NodeProto, inputs: Any) -> list[Any]:

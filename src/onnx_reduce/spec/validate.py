@@ -100,32 +100,38 @@ def as_dtype(ver: OpVersion, dtype: Any) -> np.dtype:
 
 
 def check_array(ver: OpVersion, data: Any) -> np.ndarray:
-    """``data`` as a plain ``ndarray`` (subclasses viewed as one, as their base array).
+    """``data`` as a plain ``ndarray`` (:func:`read_array`); ``TypeError`` for anything that
+    is not an array."""
+    if not isinstance(data, np.ndarray):
+        raise TypeError(f"{ver.label}: data must be a numpy array, got {type(data).__name__}")
+    return read_array(ver.label, data)
 
-    ``TypeError`` for anything that is not an array, and for masked arrays: the kernels read
-    the data, so a mask would be silently ignored."""
+
+def as_array(ver: OpVersion, data: Any) -> np.ndarray:
+    """:func:`read_array` with messages naming the version."""
+    return read_array(ver.label, data)
+
+
+def read_array(who: str, data: Any) -> np.ndarray:
+    """``data`` as a plain ``ndarray``: subclasses viewed as their base array, anything else
+    converted by ``np.asarray`` (lists, scalars). Messages start with ``who``.
+
+    ``TypeError`` for masked arrays (the kernels read the data, so a mask would be silently
+    ignored); ``ValueError`` when numpy cannot make an array of ``data``."""
     if type(data) is np.ndarray:
         return data
     if isinstance(data, np.ma.MaskedArray):
         raise TypeError(
-            f"{ver.label}: masked arrays are not supported (the mask would be ignored); "
+            f"{who}: masked arrays are not supported (the mask would be ignored); "
             "pass data.filled(value) to reduce with masked elements replaced, or data.data"
         )
     if isinstance(data, np.ndarray):
         return data.view(np.ndarray)
-    raise TypeError(f"{ver.label}: data must be a numpy array, got {type(data).__name__}")
-
-
-def as_array(ver: OpVersion, data: Any) -> np.ndarray:
-    """:func:`check_array` for arrays; anything else converted by ``np.asarray`` (lists,
-    scalars), with ``ValueError`` naming the version when numpy cannot make an array of it."""
-    if isinstance(data, np.ndarray):
-        return check_array(ver, data)
     try:
         return np.asarray(data)
     except (TypeError, ValueError) as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ValueError(f"{ver.label}: data cannot be read as an array: {reason}") from None
+        raise ValueError(f"{who}: data cannot be read as an array: {reason}") from None
 
 
 def check_shape(ver: OpVersion, shape: Any, symbolic: bool = False) -> tuple:
