@@ -6,7 +6,8 @@ The graph is a ``dask.array.reduction`` over the partial states of
 :mod:`onnx_reduce.kernels.states`: each chunk to its state (``chunk``), states merged in
 groups of ``split_every`` (``combine``), merged and rounded once (``aggregate``).
 ReduceLogSumExp outputs that nearly cancel their maximum are then recomputed from their own
-input slices (a second, lazy step that reads only those slices; see docs/dask.md). Any scheduler: threads, processes, ``distributed.Client``.
+input slices (a second, lazy step that reads only those slices; see docs/dask.md). Any
+scheduler: threads, processes, ``distributed.Client``.
 """
 
 from __future__ import annotations
