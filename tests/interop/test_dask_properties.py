@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import oracle
 import onnx_reduce
+import oracle
 from onnx_reduce.interop import dask_ops
 from onnx_reduce.kernels.dispatch import kernel_path
 
