@@ -160,3 +160,9 @@ def test_chunks_holding_whole_slices_take_the_in_memory_path(reduce, dtype, keep
         np.testing.assert_array_max_ulp(got, want, maxulp=2)
     else:
         np.testing.assert_array_equal(got, want)
+
+
+def test_unknown_chunk_sizes_are_refused_with_the_way_out():
+    lazy = da.from_array(np.arange(10.0), chunks=3)
+    with pytest.raises(ValueError, match=r"ReduceSum-13: .*compute_chunk_sizes\(\)"):
+        onnx_reduce.reduce_sum(lazy[lazy > 2])

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..functions import plan_for, reduce_array
+from ..functions import plan_for, reduce_array, version_label
 from ..kernels import blocks, states
 from ..kernels.exact_lse import refine_log_sum_exp, suspects
 from ..pipeline import native
@@ -34,6 +34,10 @@ def reduce(op: str, data: Any, axes, keepdims, noop, opset, split_every: int | N
     """``op`` of the dask array ``data`` as a lazy dask array (the functions' front door)."""
     import dask.array as da
 
+    if any(math.isnan(size) for size in data.shape):
+        raise ValueError(
+            f"{version_label(op, opset)}: data has unknown chunk sizes (shape {data.shape}); "
+            f"call data.compute_chunk_sizes() first")
     _, plan = plan_for(op, data.dtype, data.shape, axes, keepdims, noop, opset)
     dtype = data.dtype.newbyteorder("=") if not data.dtype.isnative else data.dtype
     run = functools.partial(reduce_array, op, axes=axes, keepdims=keepdims, noop=noop,
