@@ -143,3 +143,16 @@ def test_compiled_kernels_inside_dask_threads_neither_crash_nor_deadlock():
             got = blockwise.compute()
         want = np.concatenate([reduce(data[i:i + 1], axes=[1]) for i in range(8)])
         np.testing.assert_array_equal(got, want)
+
+
+def test_numba_threads_warns_where_the_pool_already_runs(monkeypatch):
+    """numba's pool is sized once: on a worker where it runs, the plugin says how to fix it."""
+    import numba
+    from numba.np.ufunc import parallel
+
+    monkeypatch.setenv("NUMBA_NUM_THREADS", str(numba.config.NUMBA_NUM_THREADS))  # restored
+    monkeypatch.setattr(parallel, "_is_initialized", True)
+    worker = type("Worker", (), {"address": "tcp://worker:1234"})()
+    threads = numba.config.NUMBA_NUM_THREADS + 1
+    with pytest.warns(RuntimeWarning, match=f"start workers with NUMBA_NUM_THREADS={threads}"):
+        NumbaThreads(threads).setup(worker)
