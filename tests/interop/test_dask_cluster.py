@@ -20,7 +20,7 @@ def client():
     """A client connected by address to 2 worker processes of 1 thread each, numba's pool
     sized to 1 thread on each (2 workers x 1 x 1 <= the 2 cores CI has)."""
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
+                                  dashboard_address=":0") as cluster, \
             distributed.Client(cluster.scheduler_address) as connected:
         connected.register_plugin(NumbaThreads(1))
         yield connected
