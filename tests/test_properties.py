@@ -25,7 +25,6 @@ float64 sums with cancellation); L2 and LSE take the whole range.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ import oracle
 from onnx_reduce import reduce_l2, reduce_log_sum_exp, reduce_sum
 from onnx_reduce.kernels import blocks, dispatch
 from onnx_reduce.kernels.dispatch import kernel_path
+from onnx_reduce.spec import op_record
 
 FUNCTIONS: dict[str, Callable[..., np.ndarray]] = {
     "ReduceSum": reduce_sum,
@@ -62,14 +62,11 @@ MAX_SIZE = 96
 NOT_SERVED = "no fast kernel serves"
 
 
-def fast_module_present(op: str) -> bool:
-    module = dispatch._FAST[op][0]
-    return importlib.util.find_spec(f"onnx_reduce.kernels.fast.{module}") is not None
-
-
 def require_path(op: str, path: str) -> None:
-    if path == "fast" and not fast_module_present(op):
-        pytest.skip(f"kernels/fast/{dispatch._FAST[op][0]}.py does not exist yet")
+    """Skip the "fast" path of an op no fast kernel serves (its module or functions are not
+    there yet): every call of it would take the reference path."""
+    if path == "fast" and not dispatch.has_fast(op):
+        pytest.skip(f"{op}: no fast kernels ({op_record(op).fast})")
 
 
 def run(op: str, path: str, data: np.ndarray, **kwargs) -> np.ndarray | None:

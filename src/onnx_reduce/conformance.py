@@ -3,7 +3,7 @@
 Three sources, each a list of :class:`Case` (a single-node or function-body model with inputs
 and expected outputs):
 
-* ``"onnx"`` — the official node tests of the three operators, built in memory by the very
+* ``"onnx"`` — the official node tests of the registry's operators, built in memory by the very
   ``expect(...)`` code of :mod:`onnx.backend.test.case.node` (stamped with each op's newest opset);
 * ``"restamped"`` — the same cases at every older version in scope (axes moved to the attribute
   where the version wants it; ``noop_with_empty_axes`` cases only where the version has it;
@@ -42,7 +42,7 @@ import onnx
 from onnx import helper as oh
 
 from . import onnx_node_tests
-from .spec import OPS, VERSIONS, OpVersion, bfloat16, onnx_type_name, resolve
+from .spec import OPS, REGISTRY, VERSIONS, OpVersion, bfloat16, onnx_type_name, resolve
 
 RUNNERS = ("onnx-reduce", "onnxruntime", "onnx.reference")
 SOURCES = ("onnx", "restamped", "onnx-reduce")
@@ -273,19 +273,11 @@ def _is_expanded(case: Case) -> bool:
     return "_expanded" in case.name
 
 
-# ONNX's node-test modules and the exporter class in each.
-_ONNX_TEST_MODULES = {
-    "ReduceSum": "reducesum",
-    "ReduceL2": "reducel2",
-    "ReduceLogSumExp": "reduce_log_sum_exp",
-}
-
-
 def _official_cases() -> list[Case]:
-    """ONNX's node tests of our three operators, built in memory by their own ``export_*`` code
+    """ONNX's node tests of the registry's operators, built in memory by their own ``export_*`` code
     (:func:`onnx_node_tests.exported_cases`)."""
-    found = [(op, test) for op, module_name in _ONNX_TEST_MODULES.items()
-             for test in onnx_node_tests.exported_cases(op, module_name)]
+    found = [(record.name, test) for record in REGISTRY
+             for test in onnx_node_tests.exported_cases(record.name, record.node_tests)]
     cases = []
     for op, test in found:
         opset = _opset_of(test.model)
@@ -368,10 +360,6 @@ def _derived(case: Case, name: str, ver: OpVersion, model: onnx.ModelProto, inpu
 # ---------------------------------------------------------------------------------------------
 # Our edge cases
 
-
-_SNAKE = {
-    "ReduceSum": "reduce_sum", "ReduceL2": "reduce_l2", "ReduceLogSumExp": "reduce_log_sum_exp"
-}
 
 #: Tolerances for exactly computed expectations: a few units in the last place of the dtype
 #: (the contract is <= 1 ulp for narrow floats, <= 2 ulp for float64).
@@ -515,7 +503,7 @@ def _edge_case(edge: _Edge, ver: OpVersion) -> Case:
         expected, out_shape = [], None
     node = oh.make_node(ver.op, names, ["reduced"], **attributes)
     graph = oh.make_graph(
-        [node], f"{_SNAKE[ver.op]}_{edge.label}", graph_inputs,
+        [node], f"{ver.record.function}_{edge.label}", graph_inputs,
         [_value_info("reduced", edge.data.dtype, out_shape)],
     )
     model = oh.make_model_gen_version(
@@ -523,7 +511,7 @@ def _edge_case(edge: _Edge, ver: OpVersion) -> Case:
     )
     dtype_name = onnx_type_name(edge.data.dtype)
     return Case(
-        name=f"test_{_SNAKE[ver.op]}_edge_{edge.label}_ver{ver.version}",
+        name=f"{ver.record.node_test_prefix}_edge_{edge.label}_ver{ver.version}",
         op=ver.op, version=ver.version, opset=ver.version, source="onnx-reduce", model=model,
         inputs=inputs, expected=expected, rtol=_RTOL.get(dtype_name, 0.0), atol=0.0,
         expect_error=edge.error,

@@ -1,4 +1,4 @@
-"""Front door: one node of the three operators rewritten as a subgraph of primitive operators.
+"""Front door: one node of the registry's operators rewritten as a subgraph of primitive operators.
 
 ``expand(node, opset)`` returns the spec's own function body (ReduceL2-18, ReduceLogSumExp-18
 and -28) instantiated for ``node``; ``expand(node, opset, stable=True)`` returns a numerically
@@ -23,7 +23,16 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from .spec import OPS, VERSIONS, OpVersion, check_dtype, native_dtype, resolve, validate_attributes
+from .spec import (
+    OPS,
+    VERSIONS,
+    OpVersion,
+    check_dtype,
+    native_dtype,
+    op_record,
+    resolve,
+    validate_attributes,
+)
 
 #: The first opset whose operators the stable lowering needs (ReduceSum with an axes input).
 STABLE_MIN_OPSET = 13
@@ -88,7 +97,7 @@ def expand(
         raise ValueError(
             f"{ver.label}: the stable lowering needs opset >= {STABLE_MIN_OPSET}, got {opset}"
         )
-    if ver.op == "ReduceSum":
+    if ver.record.lowering == "primitive":
         copy = onnx.NodeProto()
         copy.CopyFrom(node)
         return [copy]
@@ -102,8 +111,8 @@ def expand(
 
 
 def expand_model(model: onnx.ModelProto, stable: bool = False) -> onnx.ModelProto:
-    """A copy of ``model`` with each node of the three operators in its main graph replaced by
-    :func:`expand`'s subgraph (ReduceSum nodes stay as they are when ``stable=False``).
+    """A copy of ``model`` with each node of the registry's operators in its main graph replaced
+    by :func:`expand`'s subgraph (ReduceSum nodes stay as they are when ``stable=False``).
 
     With ``stable=True`` each node's data type is taken from the model (after shape inference);
     where it is unknown the lowering computes in float64 (opset >= 15).
@@ -127,7 +136,7 @@ def expand_model(model: onnx.ModelProto, stable: bool = False) -> onnx.ModelProt
     nodes: list[onnx.NodeProto] = []
     for node in graph.node:
         ours = node.domain in _DOMAINS and node.op_type in OPS
-        if not ours or (node.op_type == "ReduceSum" and not stable):
+        if not ours or (op_record(node.op_type).lowering == "primitive" and not stable):
             nodes.append(node)
             continue
         prefix = _free_prefix(node.name or node.output[0], taken)
@@ -146,7 +155,7 @@ def expand_model(model: onnx.ModelProto, stable: bool = False) -> onnx.ModelProt
 def _spec_body(
     ver: OpVersion, node: onnx.NodeProto, opset: int, names: _Names
 ) -> list[onnx.NodeProto]:
-    if ver.op == "ReduceSum":
+    if ver.record.lowering == "primitive":
         raise ValueError(
             f"{ver.label} is a primitive operator: the ONNX spec gives it no function body"
         )
@@ -207,7 +216,7 @@ def _trim(inputs: list[str]) -> list[str]:
 
 
 class _Lowering:
-    """Builds the stable subgraph of one ReduceL2 / ReduceLogSumExp node."""
+    """Builds the stable subgraph of one node; the registry's ``lowering`` names the method."""
 
     def __init__(
         self,
@@ -245,7 +254,7 @@ class _Lowering:
         x = self.data
         if self.acc != self.elem:
             x = self.add("Cast", [x], "data", to=self.acc)
-        result = self.log_sum_exp(x) if self.ver.op == "ReduceLogSumExp" else self.l2(x)
+        result = getattr(self, self.ver.record.lowering)(x)
         if self.acc == self.elem:
             self.nodes[-1].output[0] = self.output
         elif self.elem is None:

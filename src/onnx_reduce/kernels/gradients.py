@@ -1,8 +1,8 @@
-"""Gradients of the three reductions with respect to their data, in numpy: what the torch and
+"""Gradients of the reductions with respect to their data, in numpy: what the torch and
 jax front doors call for backward passes (they hold no numerics themselves).
 
 Given the upstream gradient ``grad`` (shaped as the result) the data gradient is
-``grad * weight`` broadcast over the reduced axes, with the weight
+``grad * weight`` broadcast over the reduced axes, with the weight (the op registry names it)
 
 - ReduceSum: 1;
 - ReduceL2: x / ‖x‖, 0 where the norm is 0 (the subgradient torch and jax choose);
@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..plan import ReductionPlan
+from ..spec import op_record
 from .dispatch import run_kernel
 
 
@@ -40,11 +41,12 @@ def data_gradient(
     kept = kept_shape(plan)
     wide = np.dtype(np.float64)
     upstream = np.asarray(grad).reshape(kept).astype(wide, copy=False)
-    if op == "ReduceSum":
+    weight_of = _WEIGHTS[op_record(op).gradient]
+    if weight_of is None:  # the weight is 1
         weighted = np.broadcast_to(upstream, plan.shape)
     else:
         x = np.asarray(data).astype(wide, copy=False)
-        weight = _WEIGHTS[op](plan, x, _wide_result(op, plan, data, result).reshape(kept))
+        weight = weight_of(plan, x, _wide_result(op, plan, data, result).reshape(kept))
         weighted = upstream * weight
     return weighted.astype(data.dtype)
 
@@ -83,4 +85,5 @@ def _softmax_weight(plan: ReductionPlan, x: np.ndarray, lse: np.ndarray) -> np.n
     return np.where(np.isneginf(lse), 0.0, weight)
 
 
-_WEIGHTS = {"ReduceL2": _l2_weight, "ReduceLogSumExp": _softmax_weight}
+#: The registry's gradient names -> weight functions (None: the weight is 1).
+_WEIGHTS = {"broadcast": None, "l2": _l2_weight, "softmax": _softmax_weight}
