@@ -19,9 +19,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from onnx_reduce import backend, pipeline, reduce_l2, reduce_log_sum_exp, reduce_sum
+import onnx_reduce
+from onnx_reduce import backend, pipeline, reduce_l2, reduce_sum
 from onnx_reduce.kernels.dispatch import kernel_path
-from onnx_reduce.spec import OPS, VERSIONS, OpVersion
+from onnx_reduce.spec import OPS, REGISTRY, VERSIONS, OpVersion
 from oracle import expected
 
 #: ONNX name -> numpy type, for the allowed dtypes that have a byte order.
@@ -29,7 +30,7 @@ SWAPPABLE = {"float16": np.float16, "float": np.float32, "double": np.float64, "
              "int64": np.int64, "uint32": np.uint32, "uint64": np.uint64}
 ALL = [VERSIONS[op][v] for op in OPS for v in VERSIONS[op]]
 CASES = [(ver, np.dtype(t)) for ver in ALL for name, t in SWAPPABLE.items() if name in ver.dtypes]
-FUNCTIONS = {"ReduceSum": reduce_sum, "ReduceL2": reduce_l2, "ReduceLogSumExp": reduce_log_sum_exp}
+FUNCTIONS = {record.name: getattr(onnx_reduce, record.function) for record in REGISTRY}
 PATHS = ["reference", "auto"]
 
 

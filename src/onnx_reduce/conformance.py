@@ -455,6 +455,23 @@ def _edges() -> list[_Edge]:
               error=TypeError),
         # (an empty integer LSE is "undefined" by the spec; onnx-reduce raises ValueError, but
         # that is our choice, not a conformance requirement, so it is not a case here)
+        # ReduceSumSquare: squares in a wider type, integer wrap-around
+        _Edge("tiny_squares_float32", "ReduceSumSquare", a([1e-20, 2e-20], f32)),
+        _Edge("true_overflow_float32", "ReduceSumSquare", a([2e19, 2e19], f32)),
+        _Edge("subnormal_float64", "ReduceSumSquare", a([3e-162, 4e-162])),
+        _Edge("inexact_squares_float64", "ReduceSumSquare", a([0.1, 0.2, 0.3])),
+        _Edge("wrap_int32", "ReduceSumSquare", a([50000, 50000], np.int32)),
+        _Edge("wrap_uint64", "ReduceSumSquare", a([2**32, 1], np.uint64)),
+        # ReduceLogSum: sums near 1 and cancelling, log of 0 and of a negative sum, integers
+        _Edge("near_one_float32", "ReduceLogSum", a([0.75, 0.25000003], f32)),
+        _Edge("cancellation_float64", "ReduceLogSum", a([1e16, 1.0, -1e16])),
+        _Edge("zero_sum_float32", "ReduceLogSum", a([1.0, -1.0], f32)),
+        _Edge("negative_sum_float64", "ReduceLogSum", a([1.0, -2.0])),
+        _Edge("int_floor_int32", "ReduceLogSum", a([2, 5], np.int32), versions=(1, 11, 13, 18)),
+        _Edge("int_exact_sum_int64", "ReduceLogSum", a([2**62, 2**62], np.int64),
+              versions=(1, 11, 13, 18)),
+        _Edge("error_int_at_28", "ReduceLogSum", a([1, 2], np.int32), versions=(28,),
+              error=TypeError),
     ]
     return edges
 
@@ -536,10 +553,10 @@ def expected_output(
 ) -> np.ndarray:
     """The exactly computed result of ``op`` on ``data``, rounded once to the data's dtype.
 
-    Sums are exact (``fractions``), ReduceL2 and ReduceLogSumExp are computed with ``decimal``
-    at 60 significant digits, integer L2 with ``math.isqrt``; integer sums wrap like numpy,
-    integer LSE truncates toward zero. IEEE rules for NaN and infinities; the empty sum is 0
-    (ReduceLogSumExp: -inf).
+    Sums and sums of squares are exact (``fractions``), ReduceL2, ReduceLogSumExp and
+    ReduceLogSum are computed with ``decimal`` at 60 significant digits, integer L2 with
+    ``math.isqrt``; integer sums wrap like numpy, integer LSE and LogSum truncate toward zero.
+    IEEE rules for NaN and infinities; the empty sum is 0 (ReduceLogSumExp, ReduceLogSum: -inf).
 
     >>> expected_output("ReduceLogSumExp", np.array([800.0, 800.0]), None, keepdims=False)
     array(800.69314718)
@@ -569,14 +586,27 @@ def _exact(op: str, dtype: np.dtype, values: list) -> Any:
         ints = [int(v) for v in values]
         if op == "ReduceSum":
             return sum(ints)
-        if op == "ReduceL2":
-            return math.isqrt(sum(v * v for v in ints))
+        if op in ("ReduceL2", "ReduceSumSquare"):
+            squares = sum(v * v for v in ints)
+            return squares if op == "ReduceSumSquare" else math.isqrt(squares)
+        if op == "ReduceLogSum":
+            return math.floor(_ln_decimal(Fraction(sum(ints))))
         if not ints:
             raise ValueError("integer ReduceLogSumExp of an empty set is undefined")
         return math.trunc(_lse_decimal([float(v) for v in ints]))
     floats = [float(v) for v in values]
     if any(math.isnan(v) for v in floats):
         return math.nan
+    if op == "ReduceSumSquare":
+        if any(math.isinf(v) for v in floats):
+            return math.inf
+        return float(sum((Fraction(v) ** 2 for v in floats), Fraction(0)))
+    if op == "ReduceLogSum":
+        if math.inf in floats:
+            return math.nan if -math.inf in floats else math.inf
+        if -math.inf in floats:
+            return math.nan
+        return _ln_decimal(sum((Fraction(v) for v in floats), Fraction(0)))
     if op == "ReduceSum":
         if math.inf in floats and -math.inf in floats:
             return math.nan
@@ -603,6 +633,15 @@ def _lse_decimal(floats: list[float]) -> float:
     with decimal.localcontext(_DECIMAL):
         total = sum((decimal.Decimal(v).exp() for v in finite), decimal.Decimal(0))
         return float(total.ln())
+
+
+def _ln_decimal(total: Fraction) -> float:
+    """log of an exact sum (-inf for 0, NaN below)."""
+    if total <= 0:
+        return -math.inf if total == 0 else math.nan
+    with decimal.localcontext(_DECIMAL):
+        exact = decimal.Decimal(total.numerator) / decimal.Decimal(total.denominator)
+        return float(exact.ln())
 
 
 def _to_dtype(values: list, dtype: np.dtype) -> np.ndarray:

@@ -65,12 +65,14 @@ def expand(
     ``stable=True`` (``opset >= 13``): ``m = ReduceMax(x)``, non-finite ``m`` replaced by 0,
     ``Log(ReduceSum(Exp(x - m))) + m`` for ReduceLogSumExp; ``s = ReduceMax(|x|)`` (0 or
     non-finite -> 1), ``s * Sqrt(ReduceSum((x / s)**2))`` for ReduceL2 (float16 and integer
-    data, whose squares cannot overflow their wider accumulator, go unscaled); ReduceSum is
-    returned as is. All -inf gives -inf, any +inf gives +inf, NaN gives NaN. ``dtype`` (ONNX
-    type name, ``TensorProto`` enum or numpy dtype of the data) chooses the arithmetic:
-    float16/bfloat16 in float32, float32/float64 in their own type, integers in float64, each
-    cast back once at the end. Without ``dtype`` it runs in float64 and casts back with
-    CastLike, which needs ``opset >= 15``.
+    data, whose squares cannot overflow their wider accumulator, go unscaled);
+    ``ReduceSum(x * x)`` for ReduceSumSquare (integers in their own type, wrapping) and
+    ``Log(ReduceSum(x))`` for ReduceLogSum; ReduceSum is returned as is. LSE and L2: all -inf
+    gives -inf, any +inf gives +inf, NaN gives NaN. ``dtype`` (ONNX type name, ``TensorProto``
+    enum or numpy dtype of the data) chooses the arithmetic: float16/bfloat16 in float32,
+    float32/float64 in their own type, integers in float64, each cast back once at the end.
+    Without ``dtype`` it runs in float64 and casts back with CastLike, which needs
+    ``opset >= 15``.
 
     >>> import onnx.helper as oh
     >>> node = oh.make_node("ReduceL2", ["x"], ["y"], axes=[1], keepdims=0, name="l2")
@@ -240,7 +242,9 @@ class _Lowering:
             self.axes_input = ""
             self.axes_attr = list(attributes["axes"]) if attributes.get("axes") else None
         self.integer = elem is not None and helper.tensor_dtype_to_np_dtype(elem).kind in "iu"
-        if elem is None or self.integer:
+        if self.integer and ver.record.lowering == "sum_square":
+            self.acc = elem  # integer squares and sums wrap in their own type, as in the spec
+        elif elem is None or self.integer:
             self.acc = TensorProto.DOUBLE
         elif elem in (TensorProto.FLOAT16, TensorProto.BFLOAT16):
             self.acc = TensorProto.FLOAT
@@ -267,6 +271,12 @@ class _Lowering:
         m = self.safe(self.reduce_max(x), 0.0, zero_is_bad=False)
         total = self.reduce_sum(self.add("Exp", [self.add("Sub", [x, m], "shifted")], "exp"))
         return self.add("Add", [self.add("Log", [total], "log"), self.like(m, total)], "result")
+
+    def sum_square(self, x: str) -> str:
+        return self.reduce_sum(self.add("Mul", [x, x], "squares"))
+
+    def log_sum(self, x: str) -> str:
+        return self.add("Log", [self.reduce_sum(x)], "result")
 
     def l2(self, x: str) -> str:
         if not self.scale:

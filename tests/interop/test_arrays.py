@@ -6,10 +6,11 @@ import pytest
 
 import onnx_reduce
 from onnx_reduce.interop.arrays import foreign_reduction, read_cpu
+from onnx_reduce.spec import REGISTRY
 
 xp = pytest.importorskip("array_api_strict")
 
-OPS = [onnx_reduce.reduce_sum, onnx_reduce.reduce_l2, onnx_reduce.reduce_log_sum_exp]
+OPS = [getattr(onnx_reduce, record.function) for record in REGISTRY]
 
 
 @pytest.mark.parametrize("reduce", OPS)

@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 
 import onnx_reduce
+from onnx_reduce.spec import REGISTRY
 
 jax = pytest.importorskip("jax")
 jax.config.update("jax_enable_x64", True)
 jnp = pytest.importorskip("jax.numpy")
 from jax.test_util import check_grads  # noqa: E402
 
-OPS = {"ReduceSum": onnx_reduce.reduce_sum, "ReduceL2": onnx_reduce.reduce_l2,
-       "ReduceLogSumExp": onnx_reduce.reduce_log_sum_exp}
+OPS = {record.name: getattr(onnx_reduce, record.function) for record in REGISTRY}
 DATA = np.random.default_rng(3).standard_normal((4, 6))
 
 

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 import onnx_reduce
+from onnx_reduce.spec import REGISTRY
 
 torch = pytest.importorskip("torch")
 from onnx_reduce.interop import torch_ops  # noqa: E402
 
-OPS = {"ReduceSum": onnx_reduce.reduce_sum, "ReduceL2": onnx_reduce.reduce_l2,
-       "ReduceLogSumExp": onnx_reduce.reduce_log_sum_exp}
+OPS = {record.name: getattr(onnx_reduce, record.function) for record in REGISTRY}
 
 
 def _numpy(tensor):

@@ -10,19 +10,21 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import onnx_reduce
 import oracle
-from onnx_reduce import reduce_l2, reduce_log_sum_exp, reduce_sum
+from onnx_reduce import reduce_l2, reduce_sum
 from onnx_reduce.kernels import dispatch, exact_lse, reference
 from onnx_reduce.kernels.dispatch import kernel_path, run_kernel
 from onnx_reduce.plan import make_plan
-from onnx_reduce.spec import Request, latest
+from onnx_reduce.spec import OPS as OPS_OF_REGISTRY
+from onnx_reduce.spec import REGISTRY, Request, latest
 from test_properties import allowed_ulps
 
 pytest.importorskip("numba")
 
 FLOATS = [np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16),
           np.dtype(ml_dtypes.bfloat16)]
-OPS = ["ReduceSum", "ReduceL2", "ReduceLogSumExp"]
+OPS = list(OPS_OF_REGISTRY)
 #: shapes and axes of the latency benchmark and around it: every canonical layout
 LAYOUTS = [((8, 128), (1,)), ((8, 128), (0,)), ((8, 128), (0, 1)), ((8, 8, 16), (1,)),
            ((8, 8, 16), (0, 2)), ((3, 1, 5), (1,)), ((1, 7), (0,)), ((5,), (0,)),
@@ -185,8 +187,7 @@ def test_reference_path_bypasses_the_lane(monkeypatch) -> None:
         assert run(data) is sentinel
 
 
-FUNCTIONS = {"ReduceSum": reduce_sum, "ReduceL2": reduce_l2,
-             "ReduceLogSumExp": reduce_log_sum_exp}
+FUNCTIONS = {record.name: getattr(onnx_reduce, record.function) for record in REGISTRY}
 
 
 @pytest.mark.parametrize("op", OPS)

@@ -6,7 +6,10 @@ Given the upstream gradient ``grad`` (shaped as the result) the data gradient is
 
 - ReduceSum: 1;
 - ReduceL2: x / ‖x‖, 0 where the norm is 0 (the subgradient torch and jax choose);
-- ReduceLogSumExp: the softmax exp(x − y), with y the result: exponents are <= 0, so no overflow.
+- ReduceLogSumExp: the softmax exp(x − y), with y the result: exponents are <= 0, so no overflow;
+- ReduceSumSquare: 2x;
+- ReduceLogSum: 1 / sum(x), the sum recomputed in float64 from the data (not exp(y): the rounded
+  y of a narrow float would be off by its rounding); 1/0 is inf, as the derivative of log says.
 
 Where the usual formula gives NaN we take the limit instead, so the weights of a slice still sum
 to what they sum to elsewhere (1 for ReduceLogSumExp): a slice of all −inf (y = −inf) gets weight
@@ -85,5 +88,16 @@ def _softmax_weight(plan: ReductionPlan, x: np.ndarray, lse: np.ndarray) -> np.n
     return np.where(np.isneginf(lse), 0.0, weight)
 
 
+def _twice_x_weight(plan: ReductionPlan, x: np.ndarray, _: np.ndarray) -> np.ndarray:
+    return 2.0 * x
+
+
+def _reciprocal_sum_weight(plan: ReductionPlan, x: np.ndarray, _: np.ndarray) -> np.ndarray:
+    total = np.asarray(run_kernel("ReduceSum", x, plan)).reshape(kept_shape(plan))
+    with np.errstate(divide="ignore"):
+        return np.broadcast_to(1.0 / total, plan.shape)
+
+
 #: The registry's gradient names -> weight functions (None: the weight is 1).
-_WEIGHTS = {"broadcast": None, "l2": _l2_weight, "softmax": _softmax_weight}
+_WEIGHTS = {"broadcast": None, "l2": _l2_weight, "softmax": _softmax_weight,
+            "twice_x": _twice_x_weight, "reciprocal_sum": _reciprocal_sum_weight}
