@@ -224,6 +224,12 @@ def exact_integer_log_sum(values: list[int]) -> int:
         return int(mpmath.floor(mpmath.log(total)))
 
 
+def in_domain(op: str, values: Any) -> Any:
+    """``values`` (numpy, torch, jax) moved where ``op`` is real: ReduceLogSum gets positive
+    data (the log of a negative sum is NaN, which compares unequal and has no gradient)."""
+    return abs(values) + 0.5 if op == "ReduceLogSum" else values
+
+
 def _row_values(row: np.ndarray) -> list:
     if row.dtype.kind in "iu":
         return [int(v) for v in row.tolist()]

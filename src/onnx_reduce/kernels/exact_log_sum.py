@@ -63,10 +63,10 @@ def log_sum_suspects(sums: np.ndarray, rounded: np.ndarray, dtype: np.dtype, n: 
     uncertain (``|S~| <= E``), or positive with ``E / (S~ - E) + 2 v |r|`` over the room the
     contract leaves after the final rounding."""
     gamma, v = sum_bound(np.dtype(dtype), n)
-    total = sums[..., 0].reshape(-1).astype(np.float64)
-    r = rounded.reshape(-1).astype(np.float64)
+    total = sums[..., 0].reshape(-1)  # in the accumulator's dtype: float64 sums may exceed
+    r = rounded.reshape(-1).astype(np.float64)  # the float64 range in x86's long double
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        error = gamma * sums[..., 1].reshape(-1).astype(np.float64)
+        error = gamma * sums[..., 1].reshape(-1)
         finite = np.isfinite(total) & np.isfinite(error) & (error > 0)
         log_error = error / (total - error) + 2 * v * np.abs(r)
         room = (tolerance_ulps(dtype) - 0.5) * _ulp_below(np.where(np.isfinite(r), r, 1.0), dtype)
