@@ -8,8 +8,9 @@ Given the upstream gradient ``grad`` (shaped as the result) the data gradient is
 - ReduceL2: x / ‖x‖, 0 where the norm is 0 (the subgradient torch and jax choose);
 - ReduceLogSumExp: the softmax exp(x − y), with y the result: exponents are <= 0, so no overflow;
 - ReduceSumSquare: 2x;
-- ReduceLogSum: 1 / sum(x), the sum recomputed in float64 from the data (not exp(y): the rounded
-  y of a narrow float would be off by its rounding); 1/0 is inf, as the derivative of log says.
+- ReduceLogSum: 1 / sum(x), the sum recomputed from the float64 data by the reference path (its
+  wide accumulator keeps cancelling sums; exp(-y) would carry y's rounding); 1/0 is inf, as the
+  derivative of log says.
 
 Where the usual formula gives NaN we take the limit instead, so the weights of a slice still sum
 to what they sum to elsewhere (1 for ReduceLogSumExp): a slice of all −inf (y = −inf) gets weight
@@ -26,6 +27,7 @@ import numpy as np
 
 from ..plan import ReductionPlan
 from ..spec import op_record
+from . import reference
 from .dispatch import run_kernel
 
 
@@ -93,7 +95,7 @@ def _twice_x_weight(plan: ReductionPlan, x: np.ndarray, _: np.ndarray) -> np.nda
 
 
 def _reciprocal_sum_weight(plan: ReductionPlan, x: np.ndarray, _: np.ndarray) -> np.ndarray:
-    total = np.asarray(run_kernel("ReduceSum", x, plan)).reshape(kept_shape(plan))
+    total = reference.reduce_sum(x, plan).reshape(kept_shape(plan))
     with np.errstate(divide="ignore"):
         return np.broadcast_to(1.0 / total, plan.shape)
 
