@@ -90,7 +90,7 @@ def collect_cases(include_expanded: bool = True) -> list[Case]:
     ``_expanded`` function-body models.
 
     >>> len([c for c in collect_cases() if c.source == "onnx"])
-    48
+    76
     """
     cases = _all_cases()
     if not include_expanded:

@@ -106,8 +106,8 @@ def reduce_sum_square(
     once; float64 squares exactly and sums compensated. Default version: 18.
 
     >>> reduce_sum_square(np.array([[3, 4], [50000, 50000]], dtype=np.int32), axes=[1])
-    array([[        25],
-           [ 705032704]], dtype=int32)
+    array([[       25],
+           [705032704]], dtype=int32)
     """
     return reduce_array("ReduceSumSquare", data, axes, keepdims, noop_with_empty_axes, opset)
 

@@ -55,14 +55,21 @@ def sum_bound(dtype: np.dtype, n: int) -> tuple[float, float]:
     return SAFETY * v * (math.log2(n) + 26 + n / 2**18), v
 
 
-def log_sum_suspects(sums: np.ndarray, rounded: np.ndarray, dtype: np.dtype, n: int) -> np.ndarray:
+def log_sum_suspects(
+    sums: np.ndarray,
+    rounded: np.ndarray,
+    dtype: np.dtype,
+    n: int,
+    bound: tuple[float, float] | None = None,
+) -> np.ndarray:
     """Flat mask of the outputs whose log could be off by more than the contract.
 
     ``sums[..., 0]`` is the computed sum, ``sums[..., 1]`` the sum of magnitudes, ``rounded``
-    the log rounded to ``dtype``. Suspect: finite sums with a nonzero bound ``E`` whose sign is
-    uncertain (``|S~| <= E``), or positive with ``E / (S~ - E) + 2 v |r|`` over the room the
-    contract leaves after the final rounding."""
-    gamma, v = sum_bound(np.dtype(dtype), n)
+    the log rounded to ``dtype``; ``bound`` is the first computation's ``(gamma, v)`` (default:
+    the reference path's, :func:`sum_bound`; a fast kernel passes its own). Suspect: finite sums
+    with a nonzero bound ``E`` whose sign is uncertain (``|S~| <= E``), or positive with
+    ``E / (S~ - E) + 2 v |r|`` over the room the contract leaves after the final rounding."""
+    gamma, v = sum_bound(np.dtype(dtype), n) if bound is None else bound
     total = sums[..., 0].reshape(-1)  # in the accumulator's dtype: float64 sums may exceed
     r = rounded.reshape(-1).astype(np.float64)  # the float64 range in x86's long double
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
