@@ -131,3 +131,24 @@ def test_integer_log_sum_does_not_wrap(dtype) -> None:
     got = reduce_log_sum(data, axes=[1], keepdims=False, opset=18)
     assert got.tolist() == [want] * 3
     assert got.dtype == dtype
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_the_double_double_stage_decides_narrow_rows_correctly_rounded(dtype) -> None:
+    """Narrow rows near 1 are decided without mpmath, each value the correctly rounded log;
+    float64 rows always go on to mpmath."""
+    data = _near_one_rows(dtype, 30, 200, seed=9)
+    values, decided = exact_log_sum._double_double_log_sum(data.astype(np.float64), dtype)
+    if dtype == np.float64:
+        assert not decided.any()
+        return
+    assert decided.all()
+    want = oracle.round_array(oracle.exact("ReduceLogSum", data, [1], keepdims=False), dtype)
+    np.testing.assert_array_equal(values, want)
+
+
+def test_the_double_double_stage_leaves_undecidable_sums_to_mpmath() -> None:
+    """A sum below the double-double bound (2**-1000 beside 1) is not decided there."""
+    rows = np.array([[1.0, 2.0**-1000, -1.0], [0.5, 0.5, 2.0**-60]])
+    _, decided = exact_log_sum._double_double_log_sum(rows, np.dtype(np.float32))
+    assert decided.tolist() == [False, True]

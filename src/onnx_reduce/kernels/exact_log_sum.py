@@ -6,10 +6,11 @@ sum ``S~`` is within ``E = gamma(n) * A`` of the exact ``S`` (``A`` the sum of m
 classic summation bound), so ``log S~`` is within ``E / (S~ - E)`` of ``log S``, plus the log's
 own rounding (``2 v |r|``). Where the sum cancels (``S << A``) or is close to 1 (``|log S|``
 tiny), that can exceed the contract (1 ulp, float64 2): those outputs are *suspect*
-(:func:`log_sum_suspects`, a few array operations) and are recomputed from the exact sum (an
-expansion of ``math.fsum`` partial sums) with mpmath at 128 bits: ``log1p(S - 1)`` near 1,
-``log S`` elsewhere, rounded to the dtype (within 1/2 ulp + 2**-120). Derivation:
-docs/accuracy.md.
+(:func:`log_sum_suspects`, a few array operations) and are recomputed: first from a
+double-double sum (vectorized; narrow dtypes, kept where its bound decides the rounding), the
+rest from the exact sum (an expansion of ``math.fsum`` partial sums) with mpmath at 128 bits:
+``log1p(S - 1)`` near 1, ``log S`` elsewhere, rounded to the dtype (within 1/2 ulp + 2**-120).
+Derivation: docs/accuracy.md.
 
 >>> x = np.array([[2.0**100, 1.0, -2.0**100]], np.float32)
 >>> sums = np.array([[0.0, 2.0**101]])  # a float64 sum loses the 1: log 0 = -inf
@@ -32,7 +33,7 @@ import mpmath
 import numpy as np
 
 from ..spec.dtypes import accumulator
-from .exact_lse import SAFETY, _ulp_below, flagged_rows, tolerance_ulps
+from .exact_lse import SAFETY, _ulp_below, dd_sum_rows, flagged_rows, tolerance_ulps
 from .rounding import round_to
 
 __all__ = ["exact_log_sum", "floor_log", "log_sum_suspects", "refine_log_sum", "sum_bound"]
@@ -86,7 +87,35 @@ def refine_log_sum(view: np.ndarray, nkept: int, result: np.ndarray, mask: np.nd
     ``result`` from their slices of ``view`` (kept axes first, reduced ones last)."""
     flat = result.reshape(-1)
     for batch, rows in flagged_rows(view, nkept, mask):
-        flat[batch] = [exact_log_sum(row, result.dtype) for row in rows]
+        values, decided = _double_double_log_sum(rows, result.dtype)
+        for i in np.flatnonzero(~decided):
+            values[i] = exact_log_sum(rows[i], result.dtype)
+        flat[batch] = values
+
+
+#: Unit roundoff of float64.
+_U = 2.0**-53
+
+
+def _double_double_log_sum(rows: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """(values, decided): the log of each row's sum from a pairwise double-double sum, rounded
+    to ``dtype``; decided where ``[r - E, r + E]`` rounds to one value (narrow dtypes only: a
+    float64 result needs more than float64's log1p, so float64 rows are never decided here).
+
+    The accurate double-double addition errs by at most 3 u**2 of its result, so the sum is
+    within ``2**-100 (log2 n + 2) sum|x|`` of the exact one; ``head - 1`` is exact near 1
+    (Sterbenz), ``log1p`` and ``log`` err by 1 ulp (doubled for safety)."""
+    head, tail = dd_sum_rows(rows, np.zeros_like(rows))
+    sum_error = 2.0**-100 * (math.log2(rows.shape[1]) + 2) * np.abs(rows).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = (head - 1.0) + tail
+        near = np.abs(head - 1.0) < 0.5
+        r = np.where(near, np.log1p(d), np.log(head) + tail / head)
+        error = (sum_error + _U * np.abs(d)) / (head - sum_error) + 4 * _U * np.abs(r)
+        values = round_to(r, dtype)
+        low, high = round_to(r - error, dtype), round_to(r + error, dtype)
+        decided = (head > 2 * sum_error) & np.isfinite(r) & (low == high)
+    return values, decided & (np.dtype(dtype) != np.float64)
 
 
 def exact_log_sum(row: np.ndarray, dtype: np.dtype) -> float:
