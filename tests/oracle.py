@@ -1,4 +1,5 @@
-"""An independent exact / extended-precision oracle for ReduceSum, ReduceL2 and ReduceLogSumExp.
+"""An independent exact / extended-precision oracle for ReduceSum, ReduceL2, ReduceLogSumExp,
+ReduceSumSquare and ReduceLogSum.
 
 Nothing here imports onnx_reduce. Exact values are computed with Python integers,
 :class:`fractions.Fraction`, :func:`math.isqrt` and mpmath, then rounded *once* to the output
@@ -9,7 +10,9 @@ dtype (never through an intermediate float format, so bfloat16 is not double-rou
   exact square root of a Fraction), an ``mpmath.mpf`` at :data:`PREC` bits (LSE), a Python int
   (integer dtypes, already wrapped / truncated), or a float ``nan``/``inf``/``-inf``.
   Integer LSE is the exact LSE truncated toward zero (the spec's CastLike truncates) and
-  saturated at the dtype's range: :func:`exact_integer_log_sum_exp`.
+  saturated at the dtype's range: :func:`exact_integer_log_sum_exp`. Sums of squares are
+  Fractions (integers: wrapped); LogSum is an mpf (``log1p(S - 1)`` near 1, so no cancellation)
+  or exact 0 / -inf / NaN; integer LogSum is ``floor(log S)`` of the exact sum (S <= 0 raises).
 * ``expected(op, data, ...)`` -> the exactly rounded result as an array of ``data.dtype``.
 * ``ulp_error(result, exact_value, dtype)`` -> ``|result - exact| / ulp(exact)`` in units of the
   output dtype's ulp (subnormal spacing below the normal range; 0 when specials agree, inf when
@@ -48,7 +51,7 @@ FORMATS: dict[np.dtype, tuple[int, int, int]] = {
     np.dtype(np.float64): (53, -1022, 1023),
 }
 
-OPS = ("ReduceSum", "ReduceL2", "ReduceLogSumExp")
+OPS = ("ReduceSum", "ReduceL2", "ReduceLogSumExp", "ReduceSumSquare", "ReduceLogSum")
 
 
 class Sqrt(NamedTuple):
@@ -143,12 +146,8 @@ def exact_sum(values: np.ndarray) -> Exact:
 
 def exact_l2(values: np.ndarray) -> Exact:
     """Exact sqrt(sum x**2): NaN anywhere -> NaN, else inf anywhere -> inf."""
-    values = np.asarray(values, dtype=np.float64)
-    if np.isnan(values).any():
-        return math.nan
-    if np.isinf(values).any():
-        return math.inf
-    return Sqrt(_exact_float_sum(values, square=True))
+    squares = exact_sum_square(values)
+    return squares if isinstance(squares, float) else Sqrt(squares)
 
 
 def _cutoff_terms(finite: list, peak: Any) -> list:
@@ -186,6 +185,51 @@ def exact_log_sum_exp(values: list) -> Exact:
         return mpeak + mpmath.log1p(s)
 
 
+def exact_sum_square(values: np.ndarray) -> Exact:
+    """Exact sum x**2: NaN anywhere -> NaN, else inf anywhere -> inf."""
+    values = np.asarray(values, dtype=np.float64)
+    if np.isnan(values).any():
+        return math.nan
+    if np.isinf(values).any():
+        return math.inf
+    return _exact_float_sum(values, square=True)
+
+
+def exact_log_sum(values: np.ndarray) -> Exact:
+    """log(sum x) at PREC bits from the exact sum: NaN or -inf (alone or with +inf) -> NaN,
+    +inf -> inf, a sum of 0 -> -inf, negative -> NaN, exactly 1 -> 0."""
+    total = exact_sum(values)
+    if isinstance(total, float):
+        return total if total == math.inf else math.nan
+    if total <= 0:
+        return -math.inf if total == 0 else math.nan
+    if total == 1:
+        return Fraction(0)
+    with mpmath.workprec(PREC):
+        if abs(total - 1) < Fraction(1, 2):
+            return mpmath.log1p(to_mpf(total - 1, PREC))
+        return mpmath.log(to_mpf(total, PREC))
+
+
+def exact_integer_log_sum(values: list[int]) -> int:
+    """floor(log(sum)) of Python ints, the sum exact (no wrap-around).
+
+    >>> exact_integer_log_sum([2, 5]), exact_integer_log_sum([2**62, 2**62])
+    (1, 43)
+    """
+    total = sum(values)
+    if total <= 0:
+        raise ValueError(f"integer ReduceLogSum of a sum {total} (log -inf or NaN) has no value")
+    with mpmath.workprec(PREC):
+        return int(mpmath.floor(mpmath.log(total)))
+
+
+def in_domain(op: str, values: Any) -> Any:
+    """``values`` (numpy, torch, jax) moved where ``op`` is real: ReduceLogSum gets positive
+    data (the log of a negative sum is NaN, which compares unequal and has no gradient)."""
+    return abs(values) + 0.5 if op == "ReduceLogSum" else values
+
+
 def _row_values(row: np.ndarray) -> list:
     if row.dtype.kind in "iu":
         return [int(v) for v in row.tolist()]
@@ -213,6 +257,8 @@ def exact(
         if op == "ReduceL2":
             vals = [_wrap(abs(v), dtype) if integer else Fraction(abs(v)) if math.isfinite(v)
                     else abs(v) for v in flat]
+        elif op in _ROW_OPS:  # the elementwise part is the reduction of one element
+            vals = [_ROW_OPS[op](np.array([v], dtype), dtype) for v in flat]
         else:
             vals = [v if integer or not math.isfinite(v) else Fraction(v) for v in flat]
         out = np.empty(len(vals), dtype=object)
@@ -221,6 +267,9 @@ def exact(
     shape = output_shape(data.shape, red, keepdims)
     results = []
     for row in rows(data, red):
+        if op in _ROW_OPS:
+            results.append(_ROW_OPS[op](row, dtype))
+            continue
         values = _row_values(row) if integer or op == "ReduceLogSumExp" else row
         if op == "ReduceSum":
             results.append(_wrap(sum(values), dtype) if integer else exact_sum(values))
@@ -240,6 +289,22 @@ def exact(
     out = np.empty(len(results), dtype=object)
     out[:] = results
     return out.reshape(shape)
+
+
+def _sum_square_row(row: np.ndarray, dtype: np.dtype) -> Exact:
+    if dtype.kind in "iu":
+        return _wrap(sum(v * v for v in _row_values(row)), dtype)
+    return exact_sum_square(row)
+
+
+def _log_sum_row(row: np.ndarray, dtype: np.dtype) -> Exact:
+    if dtype.kind in "iu":
+        return exact_integer_log_sum(_row_values(row))
+    return exact_log_sum(row)
+
+
+#: The ops whose exact value is a function of one row (and the dtype).
+_ROW_OPS = {"ReduceSumSquare": _sum_square_row, "ReduceLogSum": _log_sum_row}
 
 
 def exact_integer_log_sum_exp(values: list[int], dtype: np.dtype) -> int:

@@ -1,8 +1,8 @@
-"""ONNX's own backend test runner on onnx_reduce.backend: the official node tests of the three ops,
+"""ONNX's own backend test runner on onnx_reduce.backend: the official node tests of our ops,
 then the same cases re-stamped at every older version.
 
 The runner's constructor would build *every* ONNX node test (~1900, several seconds); it is built
-empty instead and given the 48 official cases of our operators, which
+empty instead and given the 76 official cases of our operators, which
 :mod:`onnx_reduce.conformance` builds in memory with ONNX's own ``expect`` code (no files).
 Each case becomes ``OnnxBackendNodeModelTest.<name>_cpu`` (``_cuda`` is skipped: CPU only).
 """
@@ -45,7 +45,7 @@ globals().update(backend_test.test_cases)
 def test_the_runner_holds_exactly_the_official_cases():
     (test_class,) = backend_test.test_cases.values()
     names = {n for n in vars(test_class) if n.startswith("test_") and n.endswith("_cpu")}
-    assert len(OFFICIAL) == 48
+    assert len(OFFICIAL) == 76
     assert names == {f"{c.name}_cpu" for c in OFFICIAL}
 
 
@@ -68,4 +68,6 @@ def test_restamped_counts():
         "ReduceL2-1": 9, "ReduceL2-11": 9, "ReduceL2-13": 9,
         "ReduceLogSumExp-1": 9, "ReduceLogSumExp-11": 9, "ReduceLogSumExp-13": 9,
         "ReduceLogSumExp-18": 18,
+        "ReduceSumSquare-1": 9, "ReduceSumSquare-11": 9, "ReduceSumSquare-13": 9,
+        "ReduceLogSum-1": 5, "ReduceLogSum-11": 5, "ReduceLogSum-13": 5, "ReduceLogSum-18": 10,
     }

@@ -17,7 +17,7 @@ import pytest
 from onnx_reduce import conformance, onnx_node_tests
 from onnx_reduce.conformance import Case, CaseResult, collect_cases, compare_outputs, run_case
 from onnx_reduce.kernels.dispatch import kernel_path
-from onnx_reduce.spec import VERSIONS, bfloat16
+from onnx_reduce.spec import REGISTRY, VERSIONS, bfloat16
 from onnxruntime_opsets import ort_max_opset
 
 CASES = collect_cases()
@@ -33,12 +33,13 @@ def _count(source: str) -> dict[tuple[str, int], int]:
 
 def test_official_counts_and_versions():
     assert _count("onnx") == {("ReduceSum", 13): 12, ("ReduceL2", 18): 18,
-                              ("ReduceLogSumExp", 28): 18}
+                              ("ReduceLogSumExp", 28): 18, ("ReduceSumSquare", 18): 18,
+                              ("ReduceLogSum", 28): 10}
     official = [c for c in CASES if c.source == "onnx"]
-    assert len(official) == 48
+    assert len(official) == 76
     assert all(c.opset == c.version for c in official)
     expanded = [c.name for c in official if c.name.endswith("_expanded")]
-    assert len(expanded) == 18  # ReduceSum has no function body
+    assert len(expanded) == 9 + 9 + 9 + 5  # ReduceSum has no function body
     assert not any(c.op == "ReduceSum" for c in official if c.name in expanded)
 
 
@@ -48,6 +49,9 @@ def test_restamped_counts_per_version():
         ("ReduceL2", 1): 9, ("ReduceL2", 11): 9, ("ReduceL2", 13): 9,
         ("ReduceLogSumExp", 1): 9, ("ReduceLogSumExp", 11): 9, ("ReduceLogSumExp", 13): 9,
         ("ReduceLogSumExp", 18): 18,  # 9 plain + 9 function-body models (body exists at 18)
+        ("ReduceSumSquare", 1): 9, ("ReduceSumSquare", 11): 9, ("ReduceSumSquare", 13): 9,
+        ("ReduceLogSum", 1): 5, ("ReduceLogSum", 11): 5, ("ReduceLogSum", 13): 5,
+        ("ReduceLogSum", 18): 10,  # 5 plain + 5 function-body models
     }
 
 
@@ -71,8 +75,8 @@ def test_names_are_unique_and_labelled():
 def test_include_expanded_false():
     plain = collect_cases(include_expanded=False)
     assert not any("_expanded" in c.name for c in plain)
-    assert len([c for c in plain if c.source == "onnx"]) == 30
-    assert len(CASES) - len(plain) == 18 + 9
+    assert len([c for c in plain if c.source == "onnx"]) == 76 - 32
+    assert len(CASES) - len(plain) == 32 + 9 + 5  # official, LSE-18 and LogSum-18 restamped
 
 
 def test_collect_cases_is_cached():
@@ -110,7 +114,7 @@ def test_restamped_axes_moved_to_the_attribute():
 def test_expanded_restamped_only_where_the_body_exists():
     restamped = [c for c in CASES if c.source == "restamped"]
     expanded = {(c.op, c.version) for c in restamped if "_expanded" in c.name}
-    assert expanded == {("ReduceLogSumExp", 18)}
+    assert expanded == {("ReduceLogSumExp", 18), ("ReduceLogSum", 18)}
 
 
 def test_edge_models_are_valid_onnx():
@@ -133,14 +137,16 @@ def test_import_is_light():
     assert out.stdout.split() == ["False", "False"]
 
 
+PREFIXES = tuple(record.node_test_prefix + "_" for record in REGISTRY)
+
+
 def test_official_cases_match_onnx_own_collector():
     """Our in-memory build equals what onnx's loader collects (run apart: it imports every op)."""
     code = (
         "import hashlib, warnings; warnings.simplefilter('ignore')\n"
         "from onnx.backend.test.loader import load_model_tests\n"
         "for t in load_model_tests(kind='node'):\n"
-        "    if t.model.graph.node and t.name.startswith(('test_reduce_sum_', 'test_reduce_l2_',"
-        " 'test_reduce_log_sum_exp_')) and not t.name.startswith('test_reduce_sum_square'):\n"
+        f"    if t.model.graph.node and t.name.startswith({PREFIXES!r}):\n"
         "        data = b''.join(x.tobytes() for x in t.data_sets[0][0] + t.data_sets[0][1])\n"
         "        print(t.name, hashlib.sha256(t.model.SerializeToString() + data).hexdigest())\n"
     )

@@ -22,11 +22,12 @@ import onnx_reduce
 from onnx_reduce.lowering import expand, expand_model
 
 L2, LSE, SUM = "ReduceL2", "ReduceLogSumExp", "ReduceSum"
+SSQ, LOGSUM = "ReduceSumSquare", "ReduceLogSum"
 BF16 = np.dtype(ml_dtypes.bfloat16)
 #: onnxruntime 1.31 loads models up to opset 26; newer opsets run in onnx.reference only.
 ORT_MAX_OPSET = 26
-KERNEL = {L2: onnx_reduce.reduce_l2, LSE: onnx_reduce.reduce_log_sum_exp,
-          SUM: onnx_reduce.reduce_sum}
+KERNEL = {record.name: getattr(onnx_reduce, record.function)
+          for record in onnx_reduce.spec.REGISTRY}
 
 
 # --- building and running one-node models ---------------------------------------------------------
@@ -125,8 +126,9 @@ AXES_CASES = {  # name -> (axes, noop_with_empty_axes)
     "empty_noop": ([], 1),
 }
 SHAPE = (3, 4, 5)
-BODY_CASES = [(L2, 18), (L2, 21), (LSE, 18), (LSE, 21), (LSE, 28)]
-STABLE_CASES = [(op, o) for op in (L2, LSE) for o in (13, 15, 17, 18, 21, 26, 28)]
+BODY_CASES = [(L2, 18), (L2, 21), (LSE, 18), (LSE, 21), (LSE, 28), (SSQ, 18), (SSQ, 21),
+              (LOGSUM, 18), (LOGSUM, 28)]
+STABLE_CASES = [(op, o) for op in (L2, LSE, SSQ, LOGSUM) for o in (13, 15, 17, 18, 21, 26, 28)]
 
 
 def matrix():
@@ -152,6 +154,8 @@ def test_expansion_matches_kernels(op, opset, stable, axes, noop, mode, keepdims
     # Magnitudes from 0.1: the spec body squares float16 data in float16, and squares below
     # 6.1e-5 (|x| < 0.0078) are subnormal there, with a larger relative error than rtol allows.
     x = (rng.choice([-1, 1], SHAPE) * rng.uniform(0.1, 3, SHAPE)).astype(dtype)
+    if op == LOGSUM:
+        x = np.abs(x)  # the log of a negative sum is NaN
     want = KERNEL[op](x, axes=axes, keepdims=bool(keepdims), noop_with_empty_axes=bool(noop),
                       opset=opset)
     model = expanded(one_node_model(op, opset, x, axes, keepdims, noop, mode, list(want.shape)),
@@ -159,7 +163,7 @@ def test_expansion_matches_kernels(op, opset, stable, axes, noop, mode, keepdims
     assert not any(n.op_type == op for n in model.graph.node)
     n = x.size // want.size
     tol = rtol(op, np.dtype(dtype), stable, n)
-    atol = tol * 8 if op == LSE else 0  # LSE results can be near 0; its error is absolute
+    atol = tol * 8 if op in (LSE, LOGSUM) else 0  # results near 0: their error is absolute
     for name in runtimes(opset, dtype):
         got = run(name, model, feeds(model, x, axes))
         assert got.dtype == want.dtype, name
@@ -169,10 +173,11 @@ def test_expansion_matches_kernels(op, opset, stable, axes, noop, mode, keepdims
 
 
 @pytest.mark.parametrize("stable", [False, True], ids=["spec", "stable"])
-@pytest.mark.parametrize(("op", "opset"), [(L2, 18), (LSE, 18), (L2, 28), (LSE, 28)])
+@pytest.mark.parametrize(("op", "opset"), [(L2, 18), (LSE, 18), (L2, 28), (LSE, 28), (SSQ, 18),
+                                           (LOGSUM, 18), (LOGSUM, 28)])
 def test_bfloat16_in_reference(op, opset, stable):
     # onnxruntime's python API cannot feed bfloat16, so only onnx.reference runs these.
-    x = np.random.default_rng(7).uniform(-3, 3, SHAPE).astype(BF16)
+    x = np.random.default_rng(7).uniform(0 if op == LOGSUM else -3, 3, SHAPE).astype(BF16)
     want = KERNEL[op](x, axes=[2], keepdims=False, opset=opset)
     model = one_node_model(op, opset, x, [2], 0, out_shape=[3, 4])
     got = run_reference(expanded(model, stable), {"x": x})
@@ -193,6 +198,26 @@ def test_integers_at_18(op, dtype, stable):
         got = run(name, model, {"x": x})
         assert got.dtype == dtype
         np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+@pytest.mark.parametrize("stable", [False, True], ids=["spec", "stable"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32])
+def test_integer_sum_square_wraps_like_the_kernel(dtype, stable):
+    # The spec body and the stable lowering both square and sum in the integer type, which
+    # wraps in onnx.reference (numpy); onnxruntime's int32 sum gives INT_MIN on overflow instead.
+    x = np.array([[50000, 50000, 3], [2**15, 7, 1]]).astype(dtype)
+    want = KERNEL[SSQ](x, axes=[1], keepdims=True, opset=18)
+    model = expanded(one_node_model(SSQ, 18, x, [1], 1, out_shape=[2, 1]), stable)
+    np.testing.assert_array_equal(run_reference(model, {"x": x}), want)
+
+
+def test_stable_integer_log_sum_truncates_like_the_kernel():
+    # The spec body's Log takes no integers; the stable lowering works in float64 and casts.
+    x = np.array([[2, 5, 1], [40, 1, 0]], np.int32)
+    want = KERNEL[LOGSUM](x, axes=[1], keepdims=True, opset=18)
+    model = expanded(one_node_model(LOGSUM, 18, x, [1], 1, out_shape=[2, 1]), True)
+    for name in runtimes(18, x.dtype):
+        np.testing.assert_array_equal(run(name, model, {"x": x}), want, err_msg=name)
 
 
 # --- where the spec body fails and the stable lowering does not -----------------------------------
@@ -308,7 +333,8 @@ def test_spec_body_all_minus_inf_is_minus_inf():
 
 
 @pytest.mark.parametrize("stable", [False, True], ids=["spec", "stable"])
-@pytest.mark.parametrize(("op", "expected"), [(LSE, -np.inf), (L2, 0.0)])
+@pytest.mark.parametrize(("op", "expected"), [(LSE, -np.inf), (L2, 0.0), (SSQ, 0.0),
+                                              (LOGSUM, -np.inf)])
 def test_empty_reduction(op, expected, stable):
     x = np.zeros((2, 0), dtype=np.float32)
     model = expanded(one_node_model(op, 18, x, [1], 1, out_shape=[2, 1]), stable)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from onnx_reduce import onnx_node_tests
-from onnx_reduce.conformance import _ONNX_TEST_MODULES
+from onnx_reduce.spec import REGISTRY
 
 
 def test_the_installed_onnx_has_the_collector_we_read():
@@ -16,13 +16,14 @@ def test_the_installed_onnx_has_the_collector_we_read():
     module = onnx_node_tests.node_tests_module()
     for name in onnx_node_tests.PRIVATE_NAMES:
         assert hasattr(module, name)
-    for op, module_name in _ONNX_TEST_MODULES.items():
-        assert isinstance(onnx_node_tests.exporter(op, module_name), type)
+    for record in REGISTRY:
+        assert isinstance(onnx_node_tests.exporter(record.name, record.node_tests), type)
 
 
 def test_every_op_exports_node_tests_with_models_and_data():
-    for op, module_name in _ONNX_TEST_MODULES.items():
-        cases = onnx_node_tests.exported_cases(op, module_name)
+    for record in REGISTRY:
+        op = record.name
+        cases = onnx_node_tests.exported_cases(op, record.node_tests)
         assert len(cases) >= 10, op
         for case in cases:
             ops = {node.op_type for node in case.model.graph.node}

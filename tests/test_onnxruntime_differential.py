@@ -23,14 +23,13 @@ import onnx.helper as oh
 import pytest
 from onnx import numpy_helper
 
-from onnx_reduce import reduce_l2, reduce_log_sum_exp, reduce_sum
-from onnx_reduce.spec import OPS, VERSIONS, bfloat16, resolve
+import onnx_reduce
+from onnx_reduce.spec import OPS, REGISTRY, VERSIONS, bfloat16, op_record, resolve
 from onnxruntime_opsets import ort_max_opset
 
 ort = pytest.importorskip("onnxruntime")
 
-FUNCTIONS = {"ReduceSum": reduce_sum, "ReduceL2": reduce_l2,
-             "ReduceLogSumExp": reduce_log_sum_exp}
+FUNCTIONS = {record.name: getattr(onnx_reduce, record.function) for record in REGISTRY}
 mpmath.mp.prec = 200
 
 
@@ -120,6 +119,9 @@ def float_bound(op: str, x: np.ndarray, axes: tuple[int, ...], keepdims: bool,
     * LSE: m + log(sum exp(x - m)): each x - m and exp term errs by u (|x - m| e^(x - m) <= 1/e
       bounds the propagated part), the sum by (n - 1) u relative, log turns relative into
       absolute error, then log and the add round: (2n + 4) u (1 + |result|).
+    * SumSquare: n positive squares, each rounded, summed: (n + 2) u |result|.
+    * LogSum (positive data here): the sum errs by (n + 1) u sum|x|, relative (n + 1) u after
+      log turns it into absolute error, plus the log's rounding: (n + 2) u (1 + |result|).
     """
     u = U[x.dtype]
     n = math.prod(x.shape[a] for a in axes) if axes else x.size
@@ -128,6 +130,10 @@ def float_bound(op: str, x: np.ndarray, axes: tuple[int, ...], keepdims: bool,
         bound = (n + 1) * u * np.sum(np.abs(wide), axis=axes or None, keepdims=keepdims)
     elif op == "ReduceL2":
         bound = (n + 3) * u * np.abs(result.astype(np.float64))
+    elif op == "ReduceSumSquare":
+        bound = (n + 2) * u * np.abs(result.astype(np.float64))
+    elif op == "ReduceLogSum":
+        bound = (n + 2) * u * (1 + np.abs(result.astype(np.float64)))
     else:
         bound = (2 * n + 4) * u * (1 + np.abs(result.astype(np.float64)))
     return bound + np.finfo(x.dtype).smallest_subnormal
@@ -159,10 +165,11 @@ def _random_case(rng: np.random.Generator, ver, dtype):
 
 def _differential_params():
     # Integer LSE is left out: onnxruntime rounds each exp term to an integer (a known
-    # difference, tested below). Integer Sum and L2 of small values are exact on both sides.
+    # difference, tested below); so is integer LogSum (a sum <= 0 raises here; the spec's Log
+    # takes no integers). Integer Sum, L2 and SumSquare of small values are exact on both sides.
     for op in OPS:
         for dtype in (np.float32, np.float64, np.int32, np.int64):
-            if op != "ReduceLogSumExp" or np.dtype(dtype).kind == "f":
+            if op not in ("ReduceLogSumExp", "ReduceLogSum") or np.dtype(dtype).kind == "f":
                 yield op, dtype
 
 
@@ -175,6 +182,8 @@ def test_random_against_onnxruntime(op: str, dtype) -> None:
         ver = resolve(op, opset)
         for case in range(8):
             x, axes, keepdims, noop = _random_case(rng, ver, dtype)
+            if op == "ReduceLogSum":
+                x = np.abs(x) + x.dtype.type(0.5)  # where the log is real
             axes_as = "input" if case % 2 else "initializer"
             theirs = run_ort(op, opset, x, axes, keepdims, noop, axes_as)
             assert not isinstance(theirs, str), theirs
@@ -279,7 +288,7 @@ def test_float32_sum_accumulation(record_property) -> None:
     back to 2**24). We accumulate in float64: exactly 16778216."""
     x = np.array([2.0**24] + [1.0] * 1000, np.float32)
     exact = 2**24 + 1000
-    mine = reduce_sum(x, keepdims=False)
+    mine = onnx_reduce.reduce_sum(x, keepdims=False)
     assert mine == np.float32(exact)
     assert int(mine) == exact
     for opset in (1, 11, 13):
@@ -358,9 +367,9 @@ def test_integer_lse_over_an_empty_set(opset, record_property) -> None:
 
 @pytest.mark.parametrize("op", OPS)
 def test_empty_set_float(op, record_property) -> None:
-    """Sum 0, L2 0, LSE -inf over an empty set (the spec's values)."""
+    """Sum, L2, SumSquare 0, LSE and LogSum -inf over an empty set (the spec's values)."""
     x = np.zeros((0, 3), np.float32)
-    expected = {"ReduceSum": 0.0, "ReduceL2": 0.0, "ReduceLogSumExp": -np.inf}[op]
+    expected = op_record(op).empty
     opset = max(v for v in VERSIONS[op] if v <= ort_max_opset())
     mine = ours(op, opset, x, [0])
     np.testing.assert_array_equal(mine, np.full((1, 3), expected, np.float32))
@@ -447,9 +456,12 @@ def test_opset_28(record_property) -> None:
 
 @pytest.mark.parametrize("op", OPS)
 def test_noop_with_empty_axes(op, record_property) -> None:
-    """Sum -> x, L2 -> |x|, LSE -> x (onnxruntime agrees as of 1.31)."""
+    """Sum -> x, L2 -> |x|, LSE -> x, SumSquare -> x**2, LogSum -> log x (onnxruntime agrees
+    as of 1.31 for the first three)."""
     x = np.array([[-1.5, 2.0], [0.25, -3.0]], np.float32)
-    expected = np.abs(x) if op == "ReduceL2" else x
+    with np.errstate(invalid="ignore"):
+        expected = {"ReduceL2": np.abs(x), "ReduceSumSquare": x * x,
+                    "ReduceLogSum": np.log(x.astype(np.float64)).astype(np.float32)}.get(op, x)
     opset = max(v for v in VERSIONS[op] if v <= ort_max_opset())
     np.testing.assert_array_equal(ours(op, opset, x, [], noop=1), expected)
     verdict(record_property, "onnxruntime", run_ort(op, opset, x, [], noop=1), expected)

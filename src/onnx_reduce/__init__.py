@@ -1,4 +1,5 @@
-"""onnx-reduce: spec-exact ONNX ReduceSum, ReduceL2 and ReduceLogSumExp at every opset version.
+"""onnx-reduce: spec-exact ONNX ReduceSum, ReduceL2, ReduceLogSumExp, ReduceSumSquare and
+ReduceLogSum at every opset version.
 
 >>> import numpy as np, onnx_reduce
 >>> onnx_reduce.reduce_log_sum_exp(np.array([800.0, 800.0]))
@@ -10,7 +11,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .functions import reduce_l2, reduce_log_sum_exp, reduce_sum
+from .functions import (
+    reduce_l2,
+    reduce_log_sum,
+    reduce_log_sum_exp,
+    reduce_sum,
+    reduce_sum_square,
+)
 from .plan import UNKNOWN_AXES, infer_shape
 from .spec import OPS, VERSIONS
 
@@ -26,8 +33,10 @@ __all__ = [
     "expand_model",
     "infer_shape",
     "reduce_l2",
+    "reduce_log_sum",
     "reduce_log_sum_exp",
     "reduce_sum",
+    "reduce_sum_square",
     "reference_ops",
 ]
 

@@ -1,8 +1,8 @@
 """Front door: an ``onnx.backend.base.Backend`` that runs whole models.
 
-Nodes of the three operators run through onnx-reduce at the version the model's opset selects;
-a graph made only of them runs directly, any other graph runs in
-:class:`onnx.reference.ReferenceEvaluator` with onnx-reduce plugged in for the three operators.
+Nodes of the registry's operators run through onnx-reduce at the version the model's opset
+selects; a graph made only of them runs directly, any other graph runs in
+:class:`onnx.reference.ReferenceEvaluator` with onnx-reduce plugged in for those operators.
 
 A model is checked when prepared (a clear ``ValueError``/``TypeError`` instead of a failure deep
 inside): the default domain is imported (as ``""`` or ``"ai.onnx"``), every node reads only names

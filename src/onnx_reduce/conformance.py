@@ -3,7 +3,7 @@
 Three sources, each a list of :class:`Case` (a single-node or function-body model with inputs
 and expected outputs):
 
-* ``"onnx"`` — the official node tests of the three operators, built in memory by the very
+* ``"onnx"`` — the official node tests of the registry's operators, built in memory by the very
   ``expect(...)`` code of :mod:`onnx.backend.test.case.node` (stamped with each op's newest opset);
 * ``"restamped"`` — the same cases at every older version in scope (axes moved to the attribute
   where the version wants it; ``noop_with_empty_axes`` cases only where the version has it;
@@ -42,7 +42,7 @@ import onnx
 from onnx import helper as oh
 
 from . import onnx_node_tests
-from .spec import OPS, VERSIONS, OpVersion, bfloat16, onnx_type_name, resolve
+from .spec import OPS, REGISTRY, VERSIONS, OpVersion, bfloat16, onnx_type_name, resolve
 
 RUNNERS = ("onnx-reduce", "onnxruntime", "onnx.reference")
 SOURCES = ("onnx", "restamped", "onnx-reduce")
@@ -90,7 +90,7 @@ def collect_cases(include_expanded: bool = True) -> list[Case]:
     ``_expanded`` function-body models.
 
     >>> len([c for c in collect_cases() if c.source == "onnx"])
-    48
+    76
     """
     cases = _all_cases()
     if not include_expanded:
@@ -273,19 +273,11 @@ def _is_expanded(case: Case) -> bool:
     return "_expanded" in case.name
 
 
-# ONNX's node-test modules and the exporter class in each.
-_ONNX_TEST_MODULES = {
-    "ReduceSum": "reducesum",
-    "ReduceL2": "reducel2",
-    "ReduceLogSumExp": "reduce_log_sum_exp",
-}
-
-
 def _official_cases() -> list[Case]:
-    """ONNX's node tests of our three operators, built in memory by their own ``export_*`` code
+    """ONNX's node tests of the registry's operators, built in memory by their own ``export_*`` code
     (:func:`onnx_node_tests.exported_cases`)."""
-    found = [(op, test) for op, module_name in _ONNX_TEST_MODULES.items()
-             for test in onnx_node_tests.exported_cases(op, module_name)]
+    found = [(record.name, test) for record in REGISTRY
+             for test in onnx_node_tests.exported_cases(record.name, record.node_tests)]
     cases = []
     for op, test in found:
         opset = _opset_of(test.model)
@@ -368,10 +360,6 @@ def _derived(case: Case, name: str, ver: OpVersion, model: onnx.ModelProto, inpu
 # ---------------------------------------------------------------------------------------------
 # Our edge cases
 
-
-_SNAKE = {
-    "ReduceSum": "reduce_sum", "ReduceL2": "reduce_l2", "ReduceLogSumExp": "reduce_log_sum_exp"
-}
 
 #: Tolerances for exactly computed expectations: a few units in the last place of the dtype
 #: (the contract is <= 1 ulp for narrow floats, <= 2 ulp for float64).
@@ -467,6 +455,23 @@ def _edges() -> list[_Edge]:
               error=TypeError),
         # (an empty integer LSE is "undefined" by the spec; onnx-reduce raises ValueError, but
         # that is our choice, not a conformance requirement, so it is not a case here)
+        # ReduceSumSquare: squares in a wider type, integer wrap-around
+        _Edge("tiny_squares_float32", "ReduceSumSquare", a([1e-20, 2e-20], f32)),
+        _Edge("true_overflow_float32", "ReduceSumSquare", a([2e19, 2e19], f32)),
+        _Edge("subnormal_float64", "ReduceSumSquare", a([3e-162, 4e-162])),
+        _Edge("inexact_squares_float64", "ReduceSumSquare", a([0.1, 0.2, 0.3])),
+        _Edge("wrap_int32", "ReduceSumSquare", a([50000, 50000], np.int32)),
+        _Edge("wrap_uint64", "ReduceSumSquare", a([2**32, 1], np.uint64)),
+        # ReduceLogSum: sums near 1 and cancelling, log of 0 and of a negative sum, integers
+        _Edge("near_one_float32", "ReduceLogSum", a([0.75, 0.25000003], f32)),
+        _Edge("cancellation_float64", "ReduceLogSum", a([1e16, 1.0, -1e16])),
+        _Edge("zero_sum_float32", "ReduceLogSum", a([1.0, -1.0], f32)),
+        _Edge("negative_sum_float64", "ReduceLogSum", a([1.0, -2.0])),
+        _Edge("int_floor_int32", "ReduceLogSum", a([2, 5], np.int32), versions=(1, 11, 13, 18)),
+        _Edge("int_exact_sum_int64", "ReduceLogSum", a([2**62, 2**62], np.int64),
+              versions=(1, 11, 13, 18)),
+        _Edge("error_int_at_28", "ReduceLogSum", a([1, 2], np.int32), versions=(28,),
+              error=TypeError),
     ]
     return edges
 
@@ -515,7 +520,7 @@ def _edge_case(edge: _Edge, ver: OpVersion) -> Case:
         expected, out_shape = [], None
     node = oh.make_node(ver.op, names, ["reduced"], **attributes)
     graph = oh.make_graph(
-        [node], f"{_SNAKE[ver.op]}_{edge.label}", graph_inputs,
+        [node], f"{ver.record.function}_{edge.label}", graph_inputs,
         [_value_info("reduced", edge.data.dtype, out_shape)],
     )
     model = oh.make_model_gen_version(
@@ -523,7 +528,7 @@ def _edge_case(edge: _Edge, ver: OpVersion) -> Case:
     )
     dtype_name = onnx_type_name(edge.data.dtype)
     return Case(
-        name=f"test_{_SNAKE[ver.op]}_edge_{edge.label}_ver{ver.version}",
+        name=f"{ver.record.node_test_prefix}_edge_{edge.label}_ver{ver.version}",
         op=ver.op, version=ver.version, opset=ver.version, source="onnx-reduce", model=model,
         inputs=inputs, expected=expected, rtol=_RTOL.get(dtype_name, 0.0), atol=0.0,
         expect_error=edge.error,
@@ -548,10 +553,10 @@ def expected_output(
 ) -> np.ndarray:
     """The exactly computed result of ``op`` on ``data``, rounded once to the data's dtype.
 
-    Sums are exact (``fractions``), ReduceL2 and ReduceLogSumExp are computed with ``decimal``
-    at 60 significant digits, integer L2 with ``math.isqrt``; integer sums wrap like numpy,
-    integer LSE truncates toward zero. IEEE rules for NaN and infinities; the empty sum is 0
-    (ReduceLogSumExp: -inf).
+    Sums and sums of squares are exact (``fractions``), ReduceL2, ReduceLogSumExp and
+    ReduceLogSum are computed with ``decimal`` at 60 significant digits, integer L2 with
+    ``math.isqrt``; integer sums wrap like numpy, integer LSE and LogSum truncate toward zero.
+    IEEE rules for NaN and infinities; the empty sum is 0 (ReduceLogSumExp, ReduceLogSum: -inf).
 
     >>> expected_output("ReduceLogSumExp", np.array([800.0, 800.0]), None, keepdims=False)
     array(800.69314718)
@@ -581,14 +586,27 @@ def _exact(op: str, dtype: np.dtype, values: list) -> Any:
         ints = [int(v) for v in values]
         if op == "ReduceSum":
             return sum(ints)
-        if op == "ReduceL2":
-            return math.isqrt(sum(v * v for v in ints))
+        if op in ("ReduceL2", "ReduceSumSquare"):
+            squares = sum(v * v for v in ints)
+            return squares if op == "ReduceSumSquare" else math.isqrt(squares)
+        if op == "ReduceLogSum":
+            return math.floor(_ln_decimal(Fraction(sum(ints))))
         if not ints:
             raise ValueError("integer ReduceLogSumExp of an empty set is undefined")
         return math.trunc(_lse_decimal([float(v) for v in ints]))
     floats = [float(v) for v in values]
     if any(math.isnan(v) for v in floats):
         return math.nan
+    if op == "ReduceSumSquare":
+        if any(math.isinf(v) for v in floats):
+            return math.inf
+        return float(sum((Fraction(v) ** 2 for v in floats), Fraction(0)))
+    if op == "ReduceLogSum":
+        if math.inf in floats:
+            return math.nan if -math.inf in floats else math.inf
+        if -math.inf in floats:
+            return math.nan
+        return _ln_decimal(sum((Fraction(v) for v in floats), Fraction(0)))
     if op == "ReduceSum":
         if math.inf in floats and -math.inf in floats:
             return math.nan
@@ -615,6 +633,15 @@ def _lse_decimal(floats: list[float]) -> float:
     with decimal.localcontext(_DECIMAL):
         total = sum((decimal.Decimal(v).exp() for v in finite), decimal.Decimal(0))
         return float(total.ln())
+
+
+def _ln_decimal(total: Fraction) -> float:
+    """log of an exact sum (-inf for 0, NaN below)."""
+    if total <= 0:
+        return -math.inf if total == 0 else math.nan
+    with decimal.localcontext(_DECIMAL):
+        exact = decimal.Decimal(total.numerator) / decimal.Decimal(total.denominator)
+        return float(exact.ln())
 
 
 def _to_dtype(values: list, dtype: np.dtype) -> np.ndarray:

@@ -17,6 +17,9 @@ array([[3.],
 array(5.e+30, dtype=float32)
 >>> reduce_log_sum_exp(np.array([800.0, 800.0]), keepdims=False)
 array(800.69314718)
+
+Each operator of the op registry (:mod:`onnx_reduce.spec.ops`) has its function here, named by
+its record.
 """
 
 from __future__ import annotations
@@ -87,6 +90,46 @@ def reduce_log_sum_exp(
     array(0.)
     """
     return reduce_array("ReduceLogSumExp", data, axes, keepdims, noop_with_empty_axes, opset)
+
+
+def reduce_sum_square(
+    data: ArrayLike,
+    axes: Axes = None,
+    keepdims: bool = True,
+    noop_with_empty_axes: bool = False,
+    *,
+    opset: int | None = None,
+) -> np.ndarray:
+    """sum(x**2) over ``axes``, as ONNX ReduceSumSquare.
+
+    Integers wrap modulo 2**bits; float16/bfloat16/float32 square and sum in float64 and round
+    once; float64 squares exactly and sums compensated. Default version: 18.
+
+    >>> reduce_sum_square(np.array([[3, 4], [50000, 50000]], dtype=np.int32), axes=[1])
+    array([[       25],
+           [705032704]], dtype=int32)
+    """
+    return reduce_array("ReduceSumSquare", data, axes, keepdims, noop_with_empty_axes, opset)
+
+
+def reduce_log_sum(
+    data: ArrayLike,
+    axes: Axes = None,
+    keepdims: bool = True,
+    noop_with_empty_axes: bool = False,
+    *,
+    opset: int | None = None,
+) -> np.ndarray:
+    """log(sum(x)) over ``axes``, as ONNX ReduceLogSum, within 1 ulp also where the sum is close
+    to 1 or cancels (log 0 is -inf, of a negative sum NaN; the empty set gives -inf).
+
+    The default version (28) takes floating types only; ``opset=18`` also takes integers
+    (``floor(log(sum))`` of the exact sum; a sum <= 0 raises ``ValueError``).
+
+    >>> reduce_log_sum(np.array([1e16, 1.0, -1e16]), keepdims=False)  # the float64 sum is 0
+    array(0.)
+    """
+    return reduce_array("ReduceLogSum", data, axes, keepdims, noop_with_empty_axes, opset)
 
 
 #: Prepared calls (:func:`onnx_reduce.pipeline.prepare`) by (op, dtype, shape, axes, keepdims,

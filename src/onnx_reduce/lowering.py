@@ -1,4 +1,4 @@
-"""Front door: one node of the three operators rewritten as a subgraph of primitive operators.
+"""Front door: one node of the registry's operators rewritten as a subgraph of primitive operators.
 
 ``expand(node, opset)`` returns the spec's own function body (ReduceL2-18, ReduceLogSumExp-18
 and -28) instantiated for ``node``; ``expand(node, opset, stable=True)`` returns a numerically
@@ -23,7 +23,16 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from .spec import OPS, VERSIONS, OpVersion, check_dtype, native_dtype, resolve, validate_attributes
+from .spec import (
+    OPS,
+    VERSIONS,
+    OpVersion,
+    check_dtype,
+    native_dtype,
+    op_record,
+    resolve,
+    validate_attributes,
+)
 
 #: The first opset whose operators the stable lowering needs (ReduceSum with an axes input).
 STABLE_MIN_OPSET = 13
@@ -56,12 +65,14 @@ def expand(
     ``stable=True`` (``opset >= 13``): ``m = ReduceMax(x)``, non-finite ``m`` replaced by 0,
     ``Log(ReduceSum(Exp(x - m))) + m`` for ReduceLogSumExp; ``s = ReduceMax(|x|)`` (0 or
     non-finite -> 1), ``s * Sqrt(ReduceSum((x / s)**2))`` for ReduceL2 (float16 and integer
-    data, whose squares cannot overflow their wider accumulator, go unscaled); ReduceSum is
-    returned as is. All -inf gives -inf, any +inf gives +inf, NaN gives NaN. ``dtype`` (ONNX
-    type name, ``TensorProto`` enum or numpy dtype of the data) chooses the arithmetic:
-    float16/bfloat16 in float32, float32/float64 in their own type, integers in float64, each
-    cast back once at the end. Without ``dtype`` it runs in float64 and casts back with
-    CastLike, which needs ``opset >= 15``.
+    data, whose squares cannot overflow their wider accumulator, go unscaled);
+    ``ReduceSum(x * x)`` for ReduceSumSquare (integers in their own type, wrapping) and
+    ``Log(ReduceSum(x))`` for ReduceLogSum; ReduceSum is returned as is. LSE and L2: all -inf
+    gives -inf, any +inf gives +inf, NaN gives NaN. ``dtype`` (ONNX type name, ``TensorProto``
+    enum or numpy dtype of the data) chooses the arithmetic: float16/bfloat16 in float32,
+    float32/float64 in their own type, integers in float64, each cast back once at the end.
+    Without ``dtype`` it runs in float64 and casts back with CastLike, which needs
+    ``opset >= 15``.
 
     >>> import onnx.helper as oh
     >>> node = oh.make_node("ReduceL2", ["x"], ["y"], axes=[1], keepdims=0, name="l2")
@@ -88,7 +99,7 @@ def expand(
         raise ValueError(
             f"{ver.label}: the stable lowering needs opset >= {STABLE_MIN_OPSET}, got {opset}"
         )
-    if ver.op == "ReduceSum":
+    if ver.record.lowering == "primitive":
         copy = onnx.NodeProto()
         copy.CopyFrom(node)
         return [copy]
@@ -102,8 +113,8 @@ def expand(
 
 
 def expand_model(model: onnx.ModelProto, stable: bool = False) -> onnx.ModelProto:
-    """A copy of ``model`` with each node of the three operators in its main graph replaced by
-    :func:`expand`'s subgraph (ReduceSum nodes stay as they are when ``stable=False``).
+    """A copy of ``model`` with each node of the registry's operators in its main graph replaced
+    by :func:`expand`'s subgraph (ReduceSum nodes stay as they are when ``stable=False``).
 
     With ``stable=True`` each node's data type is taken from the model (after shape inference);
     where it is unknown the lowering computes in float64 (opset >= 15).
@@ -127,7 +138,7 @@ def expand_model(model: onnx.ModelProto, stable: bool = False) -> onnx.ModelProt
     nodes: list[onnx.NodeProto] = []
     for node in graph.node:
         ours = node.domain in _DOMAINS and node.op_type in OPS
-        if not ours or (node.op_type == "ReduceSum" and not stable):
+        if not ours or (op_record(node.op_type).lowering == "primitive" and not stable):
             nodes.append(node)
             continue
         prefix = _free_prefix(node.name or node.output[0], taken)
@@ -146,7 +157,7 @@ def expand_model(model: onnx.ModelProto, stable: bool = False) -> onnx.ModelProt
 def _spec_body(
     ver: OpVersion, node: onnx.NodeProto, opset: int, names: _Names
 ) -> list[onnx.NodeProto]:
-    if ver.op == "ReduceSum":
+    if ver.record.lowering == "primitive":
         raise ValueError(
             f"{ver.label} is a primitive operator: the ONNX spec gives it no function body"
         )
@@ -207,7 +218,7 @@ def _trim(inputs: list[str]) -> list[str]:
 
 
 class _Lowering:
-    """Builds the stable subgraph of one ReduceL2 / ReduceLogSumExp node."""
+    """Builds the stable subgraph of one node; the registry's ``lowering`` names the method."""
 
     def __init__(
         self,
@@ -231,7 +242,9 @@ class _Lowering:
             self.axes_input = ""
             self.axes_attr = list(attributes["axes"]) if attributes.get("axes") else None
         self.integer = elem is not None and helper.tensor_dtype_to_np_dtype(elem).kind in "iu"
-        if elem is None or self.integer:
+        if self.integer and ver.record.lowering == "sum_square":
+            self.acc = elem  # integer squares and sums wrap in their own type, as in the spec
+        elif elem is None or self.integer:
             self.acc = TensorProto.DOUBLE
         elif elem in (TensorProto.FLOAT16, TensorProto.BFLOAT16):
             self.acc = TensorProto.FLOAT
@@ -245,7 +258,7 @@ class _Lowering:
         x = self.data
         if self.acc != self.elem:
             x = self.add("Cast", [x], "data", to=self.acc)
-        result = self.log_sum_exp(x) if self.ver.op == "ReduceLogSumExp" else self.l2(x)
+        result = getattr(self, self.ver.record.lowering)(x)
         if self.acc == self.elem:
             self.nodes[-1].output[0] = self.output
         elif self.elem is None:
@@ -258,6 +271,12 @@ class _Lowering:
         m = self.safe(self.reduce_max(x), 0.0, zero_is_bad=False)
         total = self.reduce_sum(self.add("Exp", [self.add("Sub", [x, m], "shifted")], "exp"))
         return self.add("Add", [self.add("Log", [total], "log"), self.like(m, total)], "result")
+
+    def sum_square(self, x: str) -> str:
+        return self.reduce_sum(self.add("Mul", [x, x], "squares"))
+
+    def log_sum(self, x: str) -> str:
+        return self.add("Log", [self.reduce_sum(x)], "result")
 
     def l2(self, x: str) -> str:
         if not self.scale:

@@ -1,4 +1,4 @@
-"""Front door: the three operators as ``onnx.reference`` plug-ins.
+"""Front door: the registry's operators as ``onnx.reference`` plug-ins.
 
 >>> import onnx.helper as oh
 >>> from onnx.reference import ReferenceEvaluator
@@ -53,6 +53,6 @@ class _Passthrough(Exception):
 
 
 def reference_ops() -> list[type[OpRun]]:
-    """``new_ops`` for :class:`onnx.reference.ReferenceEvaluator`: ReduceSum, ReduceL2 and
-    ReduceLogSumExp served by onnx-reduce, every version."""
+    """``new_ops`` for :class:`onnx.reference.ReferenceEvaluator`: every operator of the op
+    registry served by onnx-reduce, every version."""
     return [type(op, (_OnnxReduceOp,), {}) for op in OPS]

@@ -27,6 +27,7 @@ from typer.testing import CliRunner
 
 from cli_checks import assert_user_error
 from onnx_reduce.cli import app, peers, tensors
+from onnx_reduce.cli.options import op_name
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 HAS_BENCH = importlib.util.find_spec("onnx_reduce.benchmarking") is not None
@@ -118,7 +119,9 @@ def test_eval_prints_a_summary(tmp_path: Path) -> None:
     ("name", "label"),
     [("sum", "ReduceSum-13"), ("ReduceSum", "ReduceSum-13"), ("reduce_l2", "ReduceL2-18"),
      ("L2", "ReduceL2-18"), ("lse", "ReduceLogSumExp-28"),
-     ("REDUCELOGSUMEXP", "ReduceLogSumExp-28")],
+     ("REDUCELOGSUMEXP", "ReduceLogSumExp-28"), ("sumsquare", "ReduceSumSquare-18"),
+     ("sum_sq", "ReduceSumSquare-18"), ("reduce-sum-square", "ReduceSumSquare-18"),
+     ("logsum", "ReduceLogSum-28"), ("ReduceLogSum", "ReduceLogSum-28")],
 )
 def test_eval_accepts_onnx_and_short_names(tmp_path: Path, name: str, label: str) -> None:
     x = save(tmp_path / "x.npy", np.array([1.0, 2.0], np.float32))
@@ -521,6 +524,32 @@ def test_conformance_onnx_reduce_only() -> None:
     assert "L2-1 " in result.stdout
     assert "L2-18 " in result.stdout
     assert "ReduceSum" not in result.stdout
+
+
+@needs_conformance
+@pytest.mark.parametrize(("op", "short"), [("sumsquare", "SumSq"), ("logsum", "LogSum")])
+def test_conformance_of_the_newer_ops_passes_at_every_version(op: str, short: str) -> None:
+    result = invoke("conformance", "--op", op)
+    assert result.exit_code == 0, result.stdout + result.stderr
+    from onnx_reduce.conformance import collect_cases
+    from onnx_reduce.spec import VERSIONS
+
+    name = op_name(op)
+    count = sum(1 for c in collect_cases() if c.op == name)
+    assert f"onnx-reduce: {count} cases, {count} passed, 0 failed" in result.stdout
+    for version in VERSIONS[name]:
+        assert f"{short}-{version} " in result.stdout
+
+
+def test_eval_of_the_newer_ops_gives_exact_values(tmp_path: Path) -> None:
+    x = save(tmp_path / "x.npy", np.array([[1e16, 1.0, -1e16], [3.0, 4.0, 0.0]]))
+    out = tmp_path / "y.npy"
+    result = invoke("eval", "logsum", x, "--axes", "1", "-o", out)
+    assert result.exit_code == 0, result.stderr
+    assert load(out).tolist() == [[0.0], [math.log(7.0)]]
+    result = invoke("eval", "sumsq", x, "--axes", "1", "-o", out, "--force")
+    assert result.exit_code == 0, result.stderr
+    assert load(out).tolist() == [[2e32 + 1.0], [25.0]]
 
 
 @needs_conformance

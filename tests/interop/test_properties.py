@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import onnx_reduce
+from onnx_reduce.spec import REGISTRY
 
 torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
@@ -17,7 +18,7 @@ jnp = pytest.importorskip("jax.numpy")
 xp = pytest.importorskip("array_api_strict")
 from onnx_reduce.interop import torch_ops  # noqa: E402
 
-OPS = [onnx_reduce.reduce_sum, onnx_reduce.reduce_l2, onnx_reduce.reduce_log_sum_exp]
+OPS = [getattr(onnx_reduce, record.function) for record in REGISTRY]
 DTYPES = [np.float32, np.float64, np.float16, ml_dtypes.bfloat16]
 
 

@@ -95,3 +95,29 @@ def test_a_slice_holding_nan_has_nan_weights_and_others_are_untouched(op):
     got = _grad(op, x, (1,), result)
     assert np.isnan(got[0]).all()
     assert np.array_equal(got[1], [0.5, 0.5] if op == "ReduceLogSumExp" else [0.0, 0.0])
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_sum_square_gradient_is_twice_x_times_the_upstream(dtype):
+    x = np.array([[1.5, -2.0, 0.25], [3.0, 0.0, -0.5]], dtype)
+    grad = np.array([[2.0], [-1.0]], dtype)
+    got = _grad("ReduceSumSquare", x, [1], np.zeros((2, 1), dtype), grad)
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, (2 * x.astype(np.float64) * grad).astype(dtype))
+
+
+def test_log_sum_gradient_is_the_reciprocal_of_the_exact_sum():
+    x = np.array([[1e16, 1.0, -1e16 + 2.0], [0.25, 0.5, 0.25]])  # a plain float64 sum: 2, not 3
+    got = _grad("ReduceLogSum", x, [1], np.zeros((2, 1)))
+    assert got[1].tolist() == [1.0, 1.0, 1.0]
+    with mpmath.workprec(200):
+        total = mpmath.fsum(mpmath.mpf(v) for v in x[0])
+    assert got[0].tolist() == [float(1 / total)] * 3
+
+
+def test_log_sum_gradient_of_a_zero_sum_is_infinite_and_narrow_floats_use_float64_sums():
+    x = np.array([[1.0, -1.0], [0.1, 0.2]], np.float32)
+    got = _grad("ReduceLogSum", x, [1], np.zeros((2, 1), np.float32))
+    assert np.isposinf(got[0]).all()
+    want = np.float32(1 / (np.float64(np.float32(0.1)) + np.float64(np.float32(0.2))))
+    assert got[1].tolist() == [want, want]

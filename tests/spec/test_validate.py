@@ -22,18 +22,23 @@ import pytest
 import onnx_reduce
 from onnx_reduce import backend, pipeline
 from onnx_reduce.pipeline import execute
-from onnx_reduce.spec import VERSIONS, OpVersion, bfloat16, check_axes, validate
+from onnx_reduce.spec import (
+    REGISTRY,
+    VERSIONS,
+    OpVersion,
+    bfloat16,
+    check_axes,
+    op_record,
+    validate,
+)
 from onnx_reduce.spec.table import OPS
 
 ALL = [VERSIONS[op][v] for op in OPS for v in VERSIONS[op]]
 ATTRIBUTE_AXES = [ver for ver in ALL if not ver.axes_is_input]
 INPUT_AXES = [ver for ver in ALL if ver.axes_is_input]
-INTEGER_LSE = [ver for ver in ALL if ver.op == "ReduceLogSumExp" and "int32" in ver.dtypes]
-FUNCTIONS = {
-    "ReduceSum": onnx_reduce.reduce_sum,
-    "ReduceL2": onnx_reduce.reduce_l2,
-    "ReduceLogSumExp": onnx_reduce.reduce_log_sum_exp,
-}
+#: Integer versions of the ops whose empty reduction is -inf (ReduceLogSumExp, ReduceLogSum).
+INTEGER_LSE = [ver for ver in ALL if ver.record.empty < 0 and "int32" in ver.dtypes]
+FUNCTIONS = {record.name: getattr(onnx_reduce, record.function) for record in REGISTRY}
 
 
 def _ids(vers: list[OpVersion]) -> list[str]:
@@ -480,6 +485,8 @@ def test_array_subclasses_reduce_as_their_base_array(door: str, ver: OpVersion) 
         "ReduceSum": [sum(r) for r in rows],
         "ReduceL2": [float(mpmath.sqrt(sum(v * v for v in r))) for r in rows],
         "ReduceLogSumExp": [float(mpmath.log(sum(mpmath.exp(v) for v in r))) for r in rows],
+        "ReduceSumSquare": [sum(v * v for v in r) for r in rows],
+        "ReduceLogSum": [float(mpmath.log(sum(r))) for r in rows],
     }[ver.op]
     np.testing.assert_array_equal(out, np.array(want))
 
@@ -567,7 +574,7 @@ def _cli_at_opset(op: str, opset: int, data: np.ndarray) -> None:
 
     from onnx_reduce.cli import app
 
-    name = {"ReduceSum": "sum", "ReduceL2": "l2", "ReduceLogSumExp": "logsumexp"}[op]
+    name = op_record(op).aliases[0]
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "x.npy"
         np.save(path, data)

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from ..spec.ops import names_in_words
 from . import cmd_bench, cmd_conformance, cmd_eval, cmd_info, cmd_run, cmd_showcase
 from .group import FrontDoorGroup, Settings
 
@@ -16,7 +17,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
-    help="Spec-exact ONNX ReduceSum, ReduceL2 and ReduceLogSumExp at every opset version.\n\n"
+    help=f"Spec-exact ONNX {names_in_words()} at every opset version.\n\n"
     "Example: onnx-reduce eval l2 x.npy --axes -1",
 )
 

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..spec.ops import BY_NAME
 from . import peers
 from .errors import UserError, shown, user_errors
 from .files import atomic_path, check_writable
@@ -20,7 +21,6 @@ from .limits import check_fits
 from .options import split_list
 from .present import console, runner_header
 
-_SHORT_OP = {"ReduceSum": "Sum", "ReduceL2": "L2", "ReduceLogSumExp": "LSE"}
 _SHORT_DTYPE = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}
 
 
@@ -177,7 +177,7 @@ def results_table(results: Any) -> Table:
     if len(kernels) > 1:
         table.add_column("kernel", no_wrap=True)
     for row in results.rows:
-        cell = " ".join([_SHORT_OP.get(row.op, row.op), row.layout,
+        cell = " ".join([_short(row.op), row.layout,
                          _SHORT_DTYPE.get(row.dtype, row.dtype)])
         cells = [cell, row.size]
         for runner in results.runners:
@@ -211,3 +211,8 @@ def print_summary(out: Console, results: Any) -> None:
         out.print(f"read roofline: {summary['roofline_gbps']:.1f} GB/s")
     for mismatch in summary.get("mismatches", []):
         out.print(f"[red]≠ {mismatch}[/]", markup=True)
+
+
+def _short(op: str) -> str:
+    record = BY_NAME.get(op)
+    return op if record is None else record.short

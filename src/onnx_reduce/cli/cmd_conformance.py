@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..spec.ops import BY_NAME
 from . import peers
 from .group import Settings
 from .options import op_name, split_list
@@ -116,13 +117,10 @@ def run_collection(
     return outcome
 
 
-#: Short operator names for narrow tables.
-SHORT_OPS = {"ReduceSum": "Sum", "ReduceL2": "L2", "ReduceLogSumExp": "LSE"}
-
-
 def short_label(case: Any) -> str:
-    """``Sum-13``, ``L2-18``, ``LSE-28``: the op-version, short."""
-    return f"{SHORT_OPS.get(case.op, case.op)}-{case.version}"
+    """``Sum-13``, ``L2-18``, ``LSE-28``: the op-version, short (the registry's short name)."""
+    record = BY_NAME.get(case.op)
+    return f"{case.op if record is None else record.short}-{case.version}"
 
 
 def short_name(case: Any) -> str:
@@ -132,9 +130,9 @@ def short_name(case: Any) -> str:
     >>> short_name(Case(name="test_reduce_l2_edge_overflow_float32_ver13", op="ReduceL2"))
     'edge_overflow_float32'
     """
-    snake = re.sub(r"(?<!^)(?=[A-Z][a-z])", "_", case.op).lower().replace("l2", "_l2")
-    snake = snake.replace("__", "_")
-    name = case.name.removeprefix("test_").removeprefix(snake + "_")
+    record = BY_NAME.get(case.op)
+    name = case.name if record is None else case.name.removeprefix(record.node_test_prefix + "_")
+    name = name.removeprefix("test_")
     return re.sub(r"_ver\d+$", "", name)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import typer
 
 from ..pipeline import execute, plan_call
-from ..spec import OpVersion, latest, resolve
+from ..spec import REGISTRY, OpVersion, latest, resolve
 from . import tensors
 from .errors import shown, user_errors
 from .files import check_writable
@@ -19,10 +19,12 @@ from .limits import check_fits
 from .options import op_name, parse_axes
 from .present import console, describe, describe_type, duration, preview
 
+_OP_HELP = (f"{', '.join(r.name for r in REGISTRY)} "
+            f"(or {', '.join(r.aliases[0] for r in REGISTRY)}).")
 OpArg = Annotated[
     str,
     typer.Argument(
-        metavar="OP", help="ReduceSum, ReduceL2 or ReduceLogSumExp (or sum, l2, logsumexp)."
+        metavar="OP", help=_OP_HELP,
     ),
 ]
 InputArg = Annotated[

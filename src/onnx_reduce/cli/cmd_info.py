@@ -18,7 +18,7 @@ _DTYPE_ORDER = ("bfloat16", "float16", "float", "double", "int32", "int64", "uin
 OpArg = Annotated[
     str | None,
     typer.Argument(
-        metavar="[OP]", help="One operator (ReduceSum, l2, logsumexp...); default: all three.",
+        metavar="[OP]", help="One operator (ReduceSum, l2, logsumexp...); default: all of them.",
         show_default=False,
     ),
 ]

@@ -45,7 +45,7 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite existing outp
 def run_command(
     model: ModelArg, inputs: InputsOpt = None, output: OutDirOpt = None, force: ForceOpt = False
 ) -> None:
-    """Run a whole ONNX model with onnx-reduce serving ReduceSum, ReduceL2 and ReduceLogSumExp.
+    """Run a whole ONNX model with onnx-reduce serving its operators (onnx-reduce info lists them).
 
     Other operators run in onnx.reference.
 

@@ -13,24 +13,23 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from ..spec.ops import REGISTRY, by_alias
 from .errors import UserError
 
-#: Short, case-insensitive names accepted on the command line (after dropping "reduce", "-", "_").
-_SHORT = {
-    "sum": "ReduceSum",
-    "l2": "ReduceL2",
-    "logsumexp": "ReduceLogSumExp",
-    "lse": "ReduceLogSumExp",
-}
+#: Short, case-insensitive names accepted on the command line (after dropping "reduce", "-", "_"):
+#: the registry's aliases, and each ONNX name's own rest (``sumsquare`` for ReduceSumSquare).
+_SHORT = {**{record.name.lower().removeprefix("reduce"): record.name for record in REGISTRY},
+          **by_alias()}
 
 
 def op_name(text: str) -> str:
-    """The operator a command-line name means: the ONNX name or a short one (sum, l2, logsumexp)."""
+    """The operator a command-line name means: the ONNX name or a short one (sum, l2, logsumexp,
+    ...: the registry's aliases)."""
     key = re.sub(r"[-_\s]", "", text).lower()
     key = key.removeprefix("reduce") or key
     if key in _SHORT:
         return _SHORT[key]
-    names = ", ".join(f"{op} ({short})" for short, op in _SHORT.items() if short != "lse")
+    names = ", ".join(f"{record.name} ({record.aliases[0]})" for record in REGISTRY)
     raise UserError(f"unknown operator {text!r}; onnx-reduce implements {names}")
 
 

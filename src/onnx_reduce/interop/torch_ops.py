@@ -1,5 +1,5 @@
-"""torch front door: the three reductions as ``torch.library`` custom ops (CPU) with fake
-implementations (shapes, for ``torch.compile`` and ``torch.export``) and autograd.
+"""torch front door: the op registry's reductions as ``torch.library`` custom ops (CPU) with
+fake implementations (shapes, for ``torch.compile`` and ``torch.export``) and autograd.
 
 A plain CPU tensor that needs no gradient skips the op dispatcher: its zero-copy numpy view goes
 straight to the numpy path (the dispatcher would cost more than the kernel on small tensors).
@@ -18,10 +18,10 @@ from torch._C import _functorch
 
 from ..functions import plan_for, reduce_array, version_label
 from ..kernels.gradients import data_gradient
+from ..spec import REGISTRY
 from .arrays import device_error
 
-_NAMES = {"ReduceSum": "reduce_sum", "ReduceL2": "reduce_l2",
-          "ReduceLogSumExp": "reduce_log_sum_exp"}
+_NAMES = {record.name: record.function for record in REGISTRY}
 _SCHEMA = ("(Tensor data, int[]? axes, bool keepdims, bool noop_with_empty_axes, int? opset) "
            "-> Tensor")
 _GRAD_SCHEMA = ("(Tensor grad, Tensor data, Tensor result, int[]? axes, bool keepdims, "

@@ -1,7 +1,8 @@
 """Pick the kernel for one planned reduction: a compiled fast path when one serves the case,
 else the numpy reference path.
 
-Fast kernels live in :mod:`onnx_reduce.kernels.fast`, one module per family. Each exposes
+Both are named in the op registry (:mod:`onnx_reduce.spec.ops`). Fast kernels live in
+:mod:`onnx_reduce.kernels.fast`, one module per family. Each exposes
 ``reduce_<op>(data, plan) -> np.ndarray | None`` and returns None for a case it does not serve
 (dtype, layout, size), which then falls back to the reference. They are imported on first use, so
 ``import onnx_reduce`` does not load numba.
@@ -27,6 +28,7 @@ from contextvars import ContextVar
 import numpy as np
 
 from ..plan import ReductionPlan
+from ..spec import op_record
 from . import reference
 from .fast import first_import
 
@@ -35,17 +37,6 @@ Kernel = Callable[[np.ndarray, ReductionPlan], "np.ndarray | None"]
 Bound = Callable[[np.ndarray], "np.ndarray | None"]
 Binder = Callable[[np.dtype, ReductionPlan], "Bound | None"]
 
-_REFERENCE: dict[str, Kernel] = {
-    "ReduceSum": reference.reduce_sum,
-    "ReduceL2": reference.reduce_l2,
-    "ReduceLogSumExp": reference.reduce_log_sum_exp,
-}
-#: op -> (module under kernels.fast, kernel function, binder function)
-_FAST: dict[str, tuple[str, str, str]] = {
-    "ReduceSum": ("sum_l2", "reduce_sum", "bind_sum"),
-    "ReduceL2": ("sum_l2", "reduce_l2", "bind_l2"),
-    "ReduceLogSumExp": ("log_sum_exp", "reduce_log_sum_exp", "bind_log_sum_exp"),
-}
 _loaded: dict[str, tuple[Kernel, Binder] | None] = {}
 
 PATHS = ("auto", "reference", "fast")
@@ -86,7 +77,12 @@ def run_kernel(op: str, data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
                 f"{op}: no fast kernel serves dtype {data.dtype}, shape {data.shape}, "
                 f"axes {plan.axes}"
             )
-    return _REFERENCE[op](data, plan)
+    return reference_kernel(op)(data, plan)
+
+
+def reference_kernel(op: str) -> Kernel:
+    """The reference path's kernel of ``op`` (named in the op registry)."""
+    return getattr(reference, op_record(op).function)
 
 
 def bind(op: str, dtype: np.dtype, plan: ReductionPlan) -> Callable[[np.ndarray], np.ndarray]:
@@ -126,6 +122,12 @@ def bind_fast(op: str, dtype: np.dtype, plan: ReductionPlan) -> Bound | None:
     return None if fast is None else fast[1](dtype, plan)
 
 
+def has_fast(op: str) -> bool:
+    """Whether ``op`` has fast kernels here (their module and functions import); without them
+    every call takes the reference path, and ``kernel_path("fast")`` raises."""
+    return _fast(op) is not None
+
+
 def _fast_kernel(op: str) -> Kernel | None:
     fast = _fast(op)
     return None if fast is None else fast[0]
@@ -134,11 +136,19 @@ def _fast_kernel(op: str) -> Kernel | None:
 def _fast(op: str) -> tuple[Kernel, Binder] | None:
     if op not in _loaded:
         with first_import:  # no fork while importing (see onnx_reduce.kernels.fast)
-            module_name, kernel, binder = _FAST[op]
-            try:
-                module = importlib.import_module(f"{__package__}.fast.{module_name}")
-            except ImportError:
-                _loaded[op] = None
-            else:
-                _loaded[op] = (getattr(module, kernel), getattr(module, binder))
+            _loaded[op] = _import_fast(op)
     return _loaded[op]
+
+
+def _import_fast(op: str) -> tuple[Kernel, Binder] | None:
+    """The registry's fast (kernel, binder) of ``op``; None when its module or either function
+    does not exist (no numba, or an op without fast kernels yet): the reference path serves."""
+    names = op_record(op).fast
+    if names is None:
+        return None
+    module_name, kernel, binder = names
+    try:
+        module = importlib.import_module(f"{__package__}.fast.{module_name}")
+        return getattr(module, kernel), getattr(module, binder)
+    except (ImportError, AttributeError):
+        return None

@@ -38,7 +38,9 @@ import numpy as np
 from ..spec.dtypes import EXTENDED, bfloat16
 from .rounding import round_to
 
-__all__ = ["fast_bound", "reference_bound", "refine_log_sum_exp", "suspects", "threshold"]
+__all__ = [
+    "fast_bound", "flagged_rows", "reference_bound", "refine_log_sum_exp", "suspects", "threshold",
+]
 
 U = 2.0**-53
 #: mpmath's last precision (bits) before the estimate is taken as it is.
@@ -132,17 +134,21 @@ def refine_log_sum_exp(view: np.ndarray, nkept: int, result: np.ndarray, mask: n
     """Recompute the outputs ``mask`` flags (flat, C order of the kept axes) in place in
     ``result``; ``view`` has the kept axes first, the reduced ones last."""
     flat = result.reshape(-1)
+    for batch, rows in flagged_rows(view, nkept, mask):
+        flat[batch] = _refined(rows, result.dtype)
+
+
+def flagged_rows(view: np.ndarray, nkept: int, mask: np.ndarray):
+    """(flat output indices, their input slices as float64 rows) for the outputs ``mask``
+    flags, in batches of about :data:`BATCH_ELEMENTS` elements (gathered from any layout)."""
     flagged = np.flatnonzero(mask)
-    if flagged.size == 0:
-        return
     kept_shape = view.shape[:nkept]
     n = math.prod(view.shape[nkept:])
     per_batch = max(1, BATCH_ELEMENTS // max(n, 1))
     for start in range(0, flagged.size, per_batch):
         batch = flagged[start:start + per_batch]
         picked = view[np.unravel_index(batch, kept_shape)] if nkept else view[None]
-        rows = picked.reshape(batch.size, n)
-        flat[batch] = _refined(rows.astype(np.float64), result.dtype)
+        yield batch, picked.reshape(batch.size, n).astype(np.float64)
 
 
 def _refined(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -196,7 +202,8 @@ def _split(a):
     return high, a - high
 
 
-def _two_prod(a, b):
+def two_prod(a, b):
+    """(p, e) with p = fl(a * b) and p + e = a * b exactly (Dekker; no overflow/underflow)."""
     p = a * b
     ah, al = _split(a)
     bh, bl = _split(b)
@@ -211,7 +218,7 @@ def _dd_add(ah, al, bh, bl):
 
 
 def _dd_mul(ah, al, bh, bl):
-    p, e = _two_prod(ah, bh)
+    p, e = two_prod(ah, bh)
     return _fast_two_sum(p, e + (ah * bl + al * bh))
 
 
@@ -237,7 +244,7 @@ def _dd_exp(dh: np.ndarray, dl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     (results under 2**-1000 lose their low part: invisible beside the sum's 1)."""
     k = np.rint(dh / _LN2_1)
     rh = dh - k * _LN2_1  # exact: k has at most 11 bits, _LN2_1 40
-    ph, pl = _two_prod(k, np.full_like(k, _LN2_2))
+    ph, pl = two_prod(k, np.full_like(k, _LN2_2))
     rh, rl = _dd_add(rh, dl, -ph, -pl - k * _LN2_3)
     scale = 2.0 ** -_SQUARINGS
     rh, rl = rh * scale, rl * scale
@@ -255,8 +262,9 @@ def _dd_exp(dh: np.ndarray, dl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.ldexp(eh, k.astype(np.int64)), np.ldexp(el, k.astype(np.int64))
 
 
-def _dd_sum_rows(h: np.ndarray, low: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Pairwise double-double sums of the rows of non-negative (h, low)."""
+def dd_sum_rows(h: np.ndarray, low: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairwise double-double sums of the rows of (h, low) (2-D); error about n * 2**-104
+    relative for non-negative terms."""
     while h.shape[1] > 1:
         if h.shape[1] % 2:
             h = np.concatenate([h, np.zeros((h.shape[0], 1))], axis=1)
@@ -276,7 +284,7 @@ def _double_double_lse(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
     dl = np.where(live, dl, 0.0)
     th, tl = _dd_exp(dh, dl)
     th, tl = np.where(live, th, 0.0), np.where(live, tl, 0.0)
-    sh, sl = _dd_sum_rows(th, tl)
+    sh, sl = dd_sum_rows(th, tl)
     lh, ll = _dd_log(sh, sl)
     head, tail = _dd_add(peak, np.zeros_like(peak), lh, ll)
     n = rows.shape[1]

@@ -1,12 +1,16 @@
-"""Gradients of the three reductions with respect to their data, in numpy: what the torch and
+"""Gradients of the reductions with respect to their data, in numpy: what the torch and
 jax front doors call for backward passes (they hold no numerics themselves).
 
 Given the upstream gradient ``grad`` (shaped as the result) the data gradient is
-``grad * weight`` broadcast over the reduced axes, with the weight
+``grad * weight`` broadcast over the reduced axes, with the weight (the op registry names it)
 
 - ReduceSum: 1;
 - ReduceL2: x / ‖x‖, 0 where the norm is 0 (the subgradient torch and jax choose);
-- ReduceLogSumExp: the softmax exp(x − y), with y the result: exponents are <= 0, so no overflow.
+- ReduceLogSumExp: the softmax exp(x − y), with y the result: exponents are <= 0, so no overflow;
+- ReduceSumSquare: 2x;
+- ReduceLogSum: 1 / sum(x), the sum recomputed from the float64 data by the reference path (its
+  wide accumulator keeps cancelling sums; exp(-y) would carry y's rounding); 1/0 is inf, as the
+  derivative of log says.
 
 Where the usual formula gives NaN we take the limit instead, so the weights of a slice still sum
 to what they sum to elsewhere (1 for ReduceLogSumExp): a slice of all −inf (y = −inf) gets weight
@@ -22,6 +26,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..plan import ReductionPlan
+from ..spec import op_record
+from . import reference
 from .dispatch import run_kernel
 
 
@@ -40,11 +46,12 @@ def data_gradient(
     kept = kept_shape(plan)
     wide = np.dtype(np.float64)
     upstream = np.asarray(grad).reshape(kept).astype(wide, copy=False)
-    if op == "ReduceSum":
+    weight_of = _WEIGHTS[op_record(op).gradient]
+    if weight_of is None:  # the weight is 1
         weighted = np.broadcast_to(upstream, plan.shape)
     else:
         x = np.asarray(data).astype(wide, copy=False)
-        weight = _WEIGHTS[op](plan, x, _wide_result(op, plan, data, result).reshape(kept))
+        weight = weight_of(plan, x, _wide_result(op, plan, data, result).reshape(kept))
         weighted = upstream * weight
     return weighted.astype(data.dtype)
 
@@ -83,4 +90,16 @@ def _softmax_weight(plan: ReductionPlan, x: np.ndarray, lse: np.ndarray) -> np.n
     return np.where(np.isneginf(lse), 0.0, weight)
 
 
-_WEIGHTS = {"ReduceL2": _l2_weight, "ReduceLogSumExp": _softmax_weight}
+def _twice_x_weight(plan: ReductionPlan, x: np.ndarray, _: np.ndarray) -> np.ndarray:
+    return 2.0 * x
+
+
+def _reciprocal_sum_weight(plan: ReductionPlan, x: np.ndarray, _: np.ndarray) -> np.ndarray:
+    total = reference.reduce_sum(x, plan).reshape(kept_shape(plan))
+    with np.errstate(divide="ignore"):
+        return np.broadcast_to(1.0 / total, plan.shape)
+
+
+#: The registry's gradient names -> weight functions (None: the weight is 1).
+_WEIGHTS = {"broadcast": None, "l2": _l2_weight, "softmax": _softmax_weight,
+            "twice_x": _twice_x_weight, "reciprocal_sum": _reciprocal_sum_weight}

@@ -7,7 +7,10 @@ output array. The contract they implement (see the README, "Numerics"):
   platform has it; the result is rounded once;
 * ReduceLogSumExp is shifted by the maximum and uses ``log1p``, so no finite input overflows or
   underflows; ReduceL2 of float64 is scaled by a power of two for the same reason;
-* integer ReduceSum wraps modulo 2**bits; integer ReduceL2 is the exact floor(sqrt(sum x**2)).
+* integer ReduceSum and ReduceSumSquare wrap modulo 2**bits; integer ReduceL2 is the exact
+  floor(sqrt(sum x**2)), integer ReduceLogSum the exact floor(log(sum x));
+* ReduceLogSum outputs whose a-priori bound could break the contract (sums near 1 or
+  cancelling) are recomputed exactly, as ReduceLogSumExp's are.
 
 >>> from onnx_reduce.spec import Request, resolve
 >>> from onnx_reduce.plan import make_plan
@@ -26,7 +29,15 @@ import numpy as np
 from ..plan import ReductionPlan
 from ..spec.dtypes import accumulator, is_float
 from .blocks import blockwise
-from .exact_lse import reference_bound, refine_log_sum_exp, suspects, threshold
+from .exact_log_sum import floor_log, log_sum_suspects, refine_log_sum
+from .exact_lse import (
+    dd_sum_rows,
+    reference_bound,
+    refine_log_sum_exp,
+    suspects,
+    threshold,
+    two_prod,
+)
 from .rounding import round_to
 
 
@@ -64,11 +75,7 @@ def reduce_l2(data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
     # of float64 inputs in range (narrower floats cannot overflow float64 squares).
     scale_exp = np.zeros(plan.kept_shape, np.int64)
     if data.dtype == np.float64:
-        amax = np.empty(plan.kept_shape, np.float64)
-        blockwise(view, nkept, lambda b, _: np.maximum.reduce(np.abs(b), axis=-1),
-                  _max_partials, amax)
-        finite_nonzero = np.isfinite(amax) & (amax > 0)
-        scale_exp = np.where(finite_nonzero, np.frexp(np.where(finite_nonzero, amax, 1.0))[1], 0)
+        scale_exp = _scale_exponents(view, nkept, plan)
 
     def sum_of_squares(block: np.ndarray, kept_index: tuple) -> np.ndarray:
         wide = _rows_in_order(block, acc)
@@ -80,6 +87,137 @@ def reduce_l2(data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
     blockwise(view, nkept, sum_of_squares, _sum_partials, ssq)
     result = np.ldexp(np.sqrt(ssq), scale_exp)
     return round_to(result, data.dtype).reshape(plan.output_shape)
+
+
+def reduce_sum_square(data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
+    """ReduceSumSquare: integers wrap in their dtype; float16/bfloat16/float32 square and sum
+    in float64 (the squares are exact) and round once; float64 squares exactly (TwoProd) and
+    sums in double-double (:func:`_float64_sum_square`). No-op: the elementwise square."""
+    if plan.reduced_size == 0 and not plan.noop:
+        return np.zeros(plan.output_shape, data.dtype)
+    view, nkept = _slices(data, plan)
+    if not is_float(data.dtype):
+        out = np.empty(plan.kept_shape, data.dtype)
+        with np.errstate(over="ignore"):
+            blockwise(view, nkept,
+                      lambda b, _: np.add.reduce(np.square(b), axis=-1, dtype=data.dtype),
+                      _sum_partials, out)
+        return out.reshape(plan.output_shape)
+    if data.dtype == np.float64:
+        return _float64_sum_square(view, nkept, plan).reshape(plan.output_shape)
+    wide = np.empty(plan.kept_shape, np.float64)
+    blockwise(view, nkept, lambda b, _: np.add.reduce(
+        np.square(_rows_in_order(b, np.dtype(np.float64))), axis=-1), _sum_partials, wide)
+    return round_to(wide, data.dtype).reshape(plan.output_shape)
+
+
+def _float64_sum_square(view: np.ndarray, nkept: int, plan: ReductionPlan) -> np.ndarray:
+    """Sum of squares of float64 slices within 1 ulp (in the normal range): each slice scaled
+    by a power of two from its largest magnitude (no overflow or underflow of the squares),
+    squares exact as double-doubles, summed pairwise in double-double, rounded once and scaled
+    back. Slices holding inf or NaN take the plain sum (inf or NaN)."""
+    scale_exp = _scale_exponents(view, nkept, plan)
+
+    def sums(block: np.ndarray, kept_index: tuple) -> np.ndarray:
+        scaled = np.ldexp(block, -scale_exp[kept_index][..., None])
+        high, low = two_prod(scaled, scaled)
+        finite = np.isfinite(high)
+        plain = np.add.reduce(high, axis=-1)
+        rows = (-1, block.shape[-1])
+        head, tail = dd_sum_rows(np.where(finite, high, 0.0).reshape(rows),
+                                 np.where(finite, low, 0.0).reshape(rows))
+        return np.stack([head.reshape(plain.shape), tail.reshape(plain.shape), plain], axis=-1)
+
+    parts = np.empty((*plan.kept_shape, 3), np.float64)
+    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
+        blockwise(view, nkept, sums, _dd_partials, parts)
+        total = np.ldexp(parts[..., 0] + parts[..., 1], 2 * scale_exp)
+    return np.where(np.isfinite(parts[..., 2]), total, parts[..., 2])
+
+
+def _dd_partials(partials: list[np.ndarray]) -> np.ndarray:
+    """Merge (head, tail, plain) partial sums: double-double for (head, tail), plain for plain."""
+    stacked = np.stack(partials, axis=-2)  # (..., blocks, 3)
+    rows = (-1, stacked.shape[-2])
+    head, tail = dd_sum_rows(stacked[..., 0].reshape(rows), stacked[..., 1].reshape(rows))
+    shape = stacked.shape[:-2]
+    plain = np.add.reduce(stacked[..., 2], axis=-1)
+    return np.stack([head.reshape(shape), tail.reshape(shape), plain], axis=-1)
+
+
+def reduce_log_sum(data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
+    """ReduceLogSum: ``log(sum x)`` from a sum in the wide accumulator; outputs whose error
+    bound could exceed the contract (a sum near 1, or cancelling) are recomputed from the exact
+    sum (:mod:`.exact_log_sum`). log of 0 is -inf, of a negative sum NaN; empty gives -inf.
+    Integers: :func:`_integer_log_sum`. No-op: the elementwise log."""
+    if plan.reduced_size == 0 and not plan.noop:
+        if not is_float(data.dtype):
+            raise ValueError(
+                f"ReduceLogSum: the reduction over an empty set is -inf, which "
+                f"{data.dtype} cannot represent (input shape {list(data.shape)})"
+            )
+        return np.full(plan.output_shape, -np.inf, data.dtype)
+    view, nkept = _slices(data, plan)
+    if not is_float(data.dtype):
+        return _integer_log_sum(view, nkept, plan).reshape(plan.output_shape)
+    acc = accumulator(data.dtype)
+
+    def sum_and_magnitude(block: np.ndarray, _: tuple) -> np.ndarray:
+        wide = _rows_in_order(block, acc)
+        return np.stack([np.add.reduce(wide, axis=-1), np.add.reduce(np.abs(wide), axis=-1)],
+                        axis=-1)
+
+    sums = np.empty((*plan.kept_shape, 2), acc)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        blockwise(view, nkept, sum_and_magnitude, _sum_partials, sums)
+        result = np.log(sums[..., 0])
+    rounded = round_to(result, data.dtype)
+    mask = log_sum_suspects(sums, rounded, data.dtype, plan.reduced_size)
+    refine_log_sum(view, nkept, rounded, mask)
+    return rounded.reshape(plan.output_shape)
+
+
+def _integer_log_sum(view: np.ndarray, nkept: int, plan: ReductionPlan) -> np.ndarray:
+    """Integer ReduceLogSum: ``floor(log S)`` of the exact sum ``S`` (no wrap-around; the
+    spec's Log takes no integers, so the rule follows integer ReduceLogSumExp: the exact value
+    truncated toward zero). ``S <= 0`` (log -inf or NaN) raises ``ValueError``.
+
+    Each element is split in a high and a low 32-bit half whose sums cannot overflow 64 bits
+    (up to 2**32 elements per output); ``S`` is assembled exactly in Python integers."""
+    signed = view.dtype.kind == "i"
+
+    def halves(block: np.ndarray, _: tuple) -> np.ndarray:
+        wide = block.astype(np.int64 if signed else np.uint64)
+        high = (wide >> 32).astype(np.int64).view(np.uint64)  # signed sums modulo 2**64
+        low = (wide & 0xFFFFFFFF).astype(np.uint64)
+        return np.stack([np.add.reduce(high, axis=-1), np.add.reduce(low, axis=-1)], axis=-1)
+
+    sums = np.empty((*plan.kept_shape, 2), np.uint64)
+    blockwise(view, nkept, halves, _sum_partials, sums)
+    out = np.empty(math.prod(plan.kept_shape), view.dtype)
+    for i, (high, low) in enumerate(sums.reshape(-1, 2).tolist()):
+        if high >= 1 << 63:
+            high -= 1 << 64
+        out[i] = floor_log(view.dtype, (high << 32) + low)
+    return out.reshape(plan.kept_shape)
+
+
+def _slices(data: np.ndarray, plan: ReductionPlan) -> tuple[np.ndarray, int]:
+    """:func:`kept_first`, or for a no-op each element a slice of its own (the elementwise
+    part of the operator is its reduction of one element)."""
+    if plan.noop:
+        return data[..., None], data.ndim
+    return kept_first(data, plan)
+
+
+def _scale_exponents(view: np.ndarray, nkept: int, plan: ReductionPlan) -> np.ndarray:
+    """Per output, the binary exponent of the largest magnitude (0 where it is 0 or not
+    finite): scaling by 2**-e keeps every square of a float64 slice at most 1."""
+    amax = np.empty(plan.kept_shape, np.float64)
+    blockwise(view, nkept, lambda b, _: np.maximum.reduce(np.abs(b), axis=-1),
+              _max_partials, amax)
+    finite_nonzero = np.isfinite(amax) & (amax > 0)
+    return np.where(finite_nonzero, np.frexp(np.where(finite_nonzero, amax, 1.0))[1], 0)
 
 
 def reduce_log_sum_exp(data: np.ndarray, plan: ReductionPlan) -> np.ndarray:

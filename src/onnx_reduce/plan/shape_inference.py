@@ -1,4 +1,4 @@
-"""Shape inference for the three operators, with unknown and symbolic dimensions."""
+"""Shape inference for the registry's operators, with unknown and symbolic dimensions."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Stage 1 of the pipeline: the table of operator versions and all validation."""
 
 from .dtypes import accumulator, bfloat16, is_float, native_dtype, onnx_type_name
+from .ops import REGISTRY, OpRecord, op_record
 from .table import OPS, VERSIONS, OpVersion, latest, newest_opset, resolve
 from .validate import (
     Request,
@@ -17,7 +18,9 @@ from .validate import (
 
 __all__ = [
     "OPS",
+    "REGISTRY",
     "VERSIONS",
+    "OpRecord",
     "OpVersion",
     "Request",
     "accumulator",
@@ -34,6 +37,7 @@ __all__ = [
     "native_dtype",
     "newest_opset",
     "onnx_type_name",
+    "op_record",
     "resolve",
     "validate",
     "validate_attributes",

@@ -1,7 +1,9 @@
 """The one table of operator versions: attributes and defaults, where axes live, allowed dtypes.
 
 Everything else (validation, shape inference, the backend, the CLI's ``info``) reads this table.
-It is written out by hand from the ONNX documents and checked against ``onnx.defs`` in the tests.
+Its rows are written out by hand in the op registry (:mod:`.ops`) from the ONNX schemas, and
+checked against ``onnx.defs`` in the tests (importing onnx here would make ``import onnx_reduce``
+heavy).
 
 >>> resolve("ReduceL2", 17).label
 'ReduceL2-13'
@@ -15,13 +17,11 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from .ops import REGISTRY, OpRecord, VersionRow, op_record
 from .values import as_integer, shown
 
-OPS = ("ReduceSum", "ReduceL2", "ReduceLogSumExp")
-
-_NUMERIC_V1 = frozenset({"float", "double", "float16", "int32", "int64", "uint32", "uint64"})
-_NUMERIC_V13 = _NUMERIC_V1 | {"bfloat16"}
-_FLOATS = frozenset({"bfloat16", "float16", "float", "double"})
+#: The ONNX names of the operators, in registry order.
+OPS = tuple(record.name for record in REGISTRY)
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,6 +45,11 @@ class OpVersion:
         return f"{self.op}-{self.version}"
 
     @property
+    def record(self) -> OpRecord:
+        """The operator's registry record."""
+        return op_record(self.op)
+
+    @property
     def attributes(self) -> dict[str, int | None]:
         """Attribute names and defaults (None: no default, the attribute is optional)."""
         if self.axes_is_input:
@@ -52,30 +57,13 @@ class OpVersion:
         return {"axes": None, "keepdims": 1}
 
 
-def _versions(op: str, rows: list[tuple[int, bool, frozenset[str], bool, bool]]) -> dict:
+def _versions(op: str, rows: tuple[VersionRow, ...]) -> dict[int, OpVersion]:
     return {v: OpVersion(op, v, axes_in, dt, r0, fn) for v, axes_in, dt, r0, fn in rows}
 
 
-#: op -> since_version -> OpVersion.   (version, axes_is_input, dtypes, states_rank0, function)
+#: op -> since_version -> OpVersion, from the registry's rows.
 VERSIONS: dict[str, dict[int, OpVersion]] = {
-    "ReduceSum": _versions("ReduceSum", [
-        (1, False, _NUMERIC_V1, True, False),
-        (11, False, _NUMERIC_V1, False, False),
-        (13, True, _NUMERIC_V13, True, False),
-    ]),
-    "ReduceL2": _versions("ReduceL2", [
-        (1, False, _NUMERIC_V1, True, False),
-        (11, False, _NUMERIC_V1, False, False),
-        (13, False, _NUMERIC_V13, True, False),
-        (18, True, _NUMERIC_V13, True, True),
-    ]),
-    "ReduceLogSumExp": _versions("ReduceLogSumExp", [
-        (1, False, _NUMERIC_V1, True, False),
-        (11, False, _NUMERIC_V1, False, False),
-        (13, False, _NUMERIC_V13, True, False),
-        (18, True, _NUMERIC_V13, True, True),
-        (28, True, _FLOATS, True, True),
-    ]),
+    record.name: _versions(record.name, record.versions) for record in REGISTRY
 }
 
 

@@ -189,7 +189,8 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def check_nonempty(ver: OpVersion, dtype: np.dtype | None, shape: Sequence[int], size: int) -> None:
-    """Raise ``ValueError`` for an integer ReduceLogSumExp over an empty set (-inf has no integer).
+    """Raise ``ValueError`` for an integer reduction whose empty set gives -inf (ReduceLogSumExp):
+    -inf has no integer.
 
     >>> from onnx_reduce.spec.table import resolve
     >>> check_nonempty(resolve("ReduceLogSumExp", 18), np.dtype(np.int32), (0, 3), 0)
@@ -198,7 +199,7 @@ def check_nonempty(ver: OpVersion, dtype: np.dtype | None, shape: Sequence[int],
     ...
     ValueError: ReduceLogSumExp-18: the reduction over an empty set is -inf, which int32 cannot ...
     """
-    if size == 0 and ver.op == "ReduceLogSumExp" and dtype is not None and dtype.kind in "iu":
+    if size == 0 and ver.record.empty < 0 and dtype is not None and dtype.kind in "iu":
         raise ValueError(
             f"{ver.label}: the reduction over an empty set is -inf, which {dtype} cannot "
             f"represent (input shape {list(shape)})"
