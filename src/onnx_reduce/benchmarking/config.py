@@ -122,7 +122,7 @@ class BenchConfig:
 
     @classmethod
     def quick(cls, **overrides) -> BenchConfig:
-        """Latency and 1 MiB cells, 5 samples: about a minute on 2 cores."""
+        """Latency and 1 MiB cells, 5 samples: a few minutes on 2 cores with every peer."""
         values = {"sizes": ("latency", "1MiB"), "repeats": 5, "max_cell_seconds": 5.0}
         values.update(overrides)
         return cls(**values)
