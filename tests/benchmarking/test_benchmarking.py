@@ -63,7 +63,8 @@ def test_config_normalizes_names_and_always_runs_onnx_reduce_first():
 @pytest.mark.parametrize(
     "kwargs",
     [{"ops": ["ReduceMax"]}, {"layouts": ["diagonal"]}, {"dtypes": ["int8"]},
-     {"sizes": ["huge"]}, {"runners": ["torch"]}, {"repeats": 0}, {"ops": []}],
+     {"sizes": ["huge"]}, {"runners": ["tensorflow"]}, {"repeats": 0}, {"ops": []},
+     {"regimes": ["lukewarm"]}],
 )
 def test_config_rejects_unknown_names(kwargs):
     with pytest.raises(ValueError, match=r"unknown|must be|selected nothing"):
@@ -131,8 +132,8 @@ def test_every_runner_of_a_cell_makes_the_same_calls_per_sample(monkeypatch):
     monkeypatch.setattr(suite, "time_interleaved", spy)
     slow = {"numpy": 0.0}  # a runner that takes ~1 ms a call, against microseconds
 
-    def slow_bind(runner, setup, x, case, _bind=suite.bind):
-        call = _bind(runner, setup, x, case)
+    def slow_bind(runner, setup, x, case, threads=2, _bind=suite.bind):
+        call = _bind(runner, setup, x, case, threads)
         if runner != "numpy":
             return call
 
@@ -147,7 +148,9 @@ def test_every_runner_of_a_cell_makes_the_same_calls_per_sample(monkeypatch):
                       repeats=3, runners=["onnx-reduce", "numpy"], roofline_bytes=0,
                       min_sample_seconds=4e-3, max_cell_seconds=5.0)
     (row,) = run_suite(cfg).rows
-    (numbers,) = seen
+    numbers = seen[0]
+    assert len(seen) == 2  # the from-memory and the hot regime, with the same counts
+    assert seen[1] == numbers
     assert set(numbers) == {"onnx-reduce", "numpy"}
     assert len(set(numbers.values())) == 1  # the same for both
     assert 2 <= numbers["onnx-reduce"] <= 4  # numpy's count: ~4 ms of ~1 ms calls
@@ -191,7 +194,9 @@ def test_format_and_geomean():
 def tiny_results():
     cfg = BenchConfig(ops=["sum", "lse"], layouts=["inner", "split"],
                       dtypes=["float32", "bfloat16"], sizes=["latency", "16KiB"], repeats=2,
-                      roofline_bytes=2**20, min_sample_seconds=2e-4, max_cell_seconds=1.0)
+                      roofline_bytes=2**20, min_sample_seconds=2e-4, max_cell_seconds=1.0,
+                      runners=["onnx-reduce", "onnxruntime", "onnx.reference", "numpy"],
+                      exp_limit=False)
     calls: list[tuple[int, int, str]] = []
     results = run_suite(cfg, progress=lambda d, t, label: calls.append((d, t, label)))
     return results, calls
@@ -252,11 +257,16 @@ def test_summary_markdown_and_json_round_trip(tiny_results, tmp_path):
     text = results.to_markdown()
     assert "CPU:" in text
     assert "Read roofline" in text
-    assert "n/a[" in text
-    assert text.count("| ReduceSum | split | bfloat16 |") == 2
+    assert "## Targets (issue 20)" in text
+    assert text.count("| Sum split bf16 |") == 2
+    detail = results.detail_markdown()
+    assert "n/a[" in detail
+    assert detail.count("| ReduceSum | split | bfloat16 |") == 2
     saved = tmp_path / "r.json"
     saved.write_text(json.dumps(results.to_dict()))
-    assert BenchResults.from_dict(json.loads(saved.read_text())).to_markdown() == text
+    again = BenchResults.from_dict(json.loads(saved.read_text()))
+    assert again.to_markdown() == text
+    assert again.detail_markdown() == detail
 
 
 def test_rows_are_typed_and_survive_json(tiny_results):
@@ -269,10 +279,15 @@ def test_rows_are_typed_and_survive_json(tiny_results):
 def test_results_saved_without_the_newer_fields_still_load(tiny_results):
     results, _ = tiny_results
     data = json.loads(json.dumps(results.to_dict()))
+    del data["regimes"], data["exp_limit_gbps"]
     for row in data["rows"]:
         del row["calls_per_sample"], row["roofline_fraction_best_pass"]
-    rows = BenchResults.from_dict(data).rows
-    assert {(r.calls_per_sample, r.roofline_fraction_best_pass) for r in rows} == {(None, None)}
+        del row["hot_times"], row["ulps"]
+    loaded = BenchResults.from_dict(data)
+    assert {(r.calls_per_sample, r.roofline_fraction_best_pass) for r in loaded.rows} == {
+        (None, None)}
+    assert loaded.regimes == ("memory",)
+    assert "| Sum split bf16 |" in loaded.to_markdown()
 
 
 def test_plot_writes_a_png(tiny_results, tmp_path):
@@ -288,14 +303,19 @@ def test_run_script_writes_report(tmp_path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     out = tmp_path / "report.md"
+    detail = tmp_path / "detail.md"
     code = module.main(["--quick", "--ops", "sum", "--layouts", "outer", "--dtypes", "f64",
                         "--sizes", "latency", "--repeats", "1", "--runners", "numpy",
-                        "--roofline-mib", "0", "--out", str(out)])
+                        "--roofline-mib", "0", "--no-exp-limit", "--regimes", "hot",
+                        "--out", str(out), "--detail-out", str(detail)])
     assert code == 0
     text = out.read_text()
-    assert "| ReduceSum | outer | float64 | 8x128 → [0] |" in text
+    assert "| Sum outer f64 |" in text
     assert "vs numpy" in text
     assert "vs onnxruntime" not in text
+    assert "hot (same input again and again)" in text
+    assert "from memory (interleaved)" not in text
+    assert "| ReduceSum | outer | float64 | 8x128 → [0] |" in detail.read_text()
 
 
 # --- machine, roofline, memory ------------------------------------------------------------------

@@ -25,14 +25,30 @@ from .cases import (
 )
 
 #: Runner names, in table order. onnx-reduce is always run: the others are checked against it.
-RUNNERS: tuple[str, ...] = ("onnx-reduce", "onnxruntime", "onnx.reference", "numpy")
+RUNNERS: tuple[str, ...] = (
+    "onnx-reduce", "onnxruntime", "torch", "jax", "numpy", "scipy", "onnx.reference",
+)
+
+
+#: Timing regimes: "memory" (a sample's first call follows another runner's: the input as the
+#: last runner left it, from memory at 64 MiB) and "hot" (each sample follows an untimed call
+#: of the same runner on the same input).
+REGIMES: tuple[str, ...] = ("memory", "hot")
+
+
+def normalize_regime(name: str) -> str:
+    key = name.strip().lower()
+    key = {"cold": "memory", "from-memory": "memory", "warm": "hot"}.get(key, key)
+    if key in REGIMES:
+        return key
+    raise ValueError(f"unknown regime {name!r}; choose from {', '.join(REGIMES)}")
 
 
 def normalize_runner(name: str) -> str:
     key = name.strip().lower().replace("_", "-")
     aliases = {"ort": "onnxruntime", "reference": "onnx.reference",
                "onnx-reference": "onnx.reference", "np": "numpy",
-               "onnxreduce": "onnx-reduce", "ours": "onnx-reduce"}
+               "onnxreduce": "onnx-reduce", "ours": "onnx-reduce", "pytorch": "torch"}
     key = aliases.get(key, key)
     if key in RUNNERS:
         return key
@@ -58,8 +74,10 @@ class BenchConfig:
 
     Names may be given loosely (``"sum"``, ``"f16"``, ``"64mib"``, ``"ort"``, or one
     comma-separated string); they are normalized on creation. ``repeats`` is the number of
-    timed samples per runner and cell (the median is reported); ``threads`` is given to both
-    onnxruntime (``intra_op_num_threads``) and numba.
+    timed samples per runner and cell (the median is reported); ``threads`` is given to
+    onnxruntime (``intra_op_num_threads``), torch and numba (XLA sizes its pool to the
+    machine's cores: 2 on the project machine, the default here). ``regimes``: see
+    :data:`REGIMES`.
     """
 
     ops: tuple[str, ...] = OPS
@@ -70,6 +88,7 @@ class BenchConfig:
     #: machine (whichever runner a call happened to follow: see timing.py)
     repeats: int = 15
     runners: tuple[str, ...] = RUNNERS
+    regimes: tuple[str, ...] = REGIMES
     threads: int = 2
     #: onnx.reference is slow: at most this many samples per cell at 16 MiB and above.
     reference_repeats: int = 3
@@ -79,6 +98,10 @@ class BenchConfig:
     min_sample_seconds: float = 0.002
     #: bytes streamed by the read-roofline measurement (0: skip it).
     roofline_bytes: int = 256 * 2**20
+    #: measure the exp limit (exp_limit.py) before the cells.
+    exp_limit: bool = True
+    #: measure each runner's error in ulps against the exact result (exact.py; untimed).
+    ulps: bool = True
     seed: int = 0
     #: filled by the suite: extra notes for the report.
     notes: list[str] = field(default_factory=list)
@@ -88,6 +111,7 @@ class BenchConfig:
         self.layouts = _tuple(self.layouts, normalize_layout)
         self.dtypes = _tuple(self.dtypes, normalize_dtype)
         self.sizes = _tuple(self.sizes, normalize_size)
+        self.regimes = tuple(r for r in REGIMES if r in _tuple(self.regimes, normalize_regime))
         runners = _tuple(self.runners, normalize_runner)
         # onnx-reduce first, always (it is the baseline of every ratio and check).
         self.runners = ("onnx-reduce", *[r for r in RUNNERS if r in runners and r != "onnx-reduce"])
@@ -98,7 +122,7 @@ class BenchConfig:
 
     @classmethod
     def quick(cls, **overrides) -> BenchConfig:
-        """Latency and 1 MiB cells, 5 samples: about a minute on 2 cores."""
+        """Latency and 1 MiB cells, 5 samples: a few minutes on 2 cores with every peer."""
         values = {"sizes": ("latency", "1MiB"), "repeats": 5, "max_cell_seconds": 5.0}
         values.update(overrides)
         return cls(**values)

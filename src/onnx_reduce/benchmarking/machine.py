@@ -14,7 +14,8 @@ import platform
 import subprocess
 from pathlib import Path
 
-_PACKAGES = ("numpy", "numba", "onnx", "onnxruntime", "ml_dtypes", "onnx-reduce")
+_PACKAGES = ("numpy", "numba", "onnx", "onnxruntime", "torch", "jax", "jaxlib", "scipy",
+             "ml_dtypes", "onnx-reduce")
 
 
 def cpu_model() -> str:

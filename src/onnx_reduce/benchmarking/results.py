@@ -8,7 +8,7 @@ summary, PNG plot).
 >>> res = BenchResults(rows=[row], runners=("onnx-reduce", "onnxruntime"), machine="test")
 >>> res.summary()["geomean_speedup_vs_onnxruntime"]["latency"]
 4.0
->>> "| ReduceSum | inner | float32 |" in res.to_markdown()
+>>> "| Sum inner f32 | 1.00 µs | 4.00 µs | 4.00× ort |" in res.to_markdown()
 True
 """
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .cases import LAYOUT_HELP, size_bytes
+from .cases import size_bytes
 
 #: The two roofline shares of a row: side by side, then against the best pass.
 _ROOFLINE_KEYS = ("roofline_fraction", "roofline_fraction_best_pass")
@@ -94,6 +94,10 @@ class CellResult:
     #: gbps / the run's read roofline, the best of its passes (Sum and L2 of float32, 1 MiB
     #: and up), or None.
     roofline_fraction_best_pass: float | None = None
+    #: Median seconds per call in the hot regime (``times`` is the from-memory one), or {}.
+    hot_times: dict[str, float | None] = field(default_factory=dict)
+    #: Each runner's largest error in ulps of the dtype against the exact result, or None.
+    ulps: dict[str, float | None] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -114,6 +118,10 @@ class BenchResults:
     machine: str
     roofline_gbps: float | None = None
     roofline_method: str = ""
+    #: The exp limit (exp_limit.py) in float32 GB/s, or None.
+    exp_limit_gbps: float | None = None
+    #: The timing regimes run (config.REGIMES); ``times`` of a row is the first's.
+    regimes: tuple[str, ...] = ("memory",)
     repeats: int = 0
     threads: int = 2
     elapsed_seconds: float = 0.0
@@ -168,56 +176,24 @@ class BenchResults:
         return out
 
     def to_markdown(self, level: int = 2) -> str:
-        """The report: machine, roofline, summary, then one table per size (section headings
-        at Markdown ``level``)."""
-        h = "#" * level
-        summary = self.summary()
-        lines = [f"{h} Machine", "", "```text", self.machine, "```", ""]
-        if self.command:
-            lines += [f"Command: `{self.command}`", ""]
-        lines.append(
-            f"{len(self.rows)} cells, up to {self.repeats} interleaved samples per runner and cell "
-            f"(median reported), {self.threads} thread{'s' if self.threads != 1 else ''} for "
-            "onnxruntime and numba, "
-            f"{self.elapsed_seconds:.0f} s in all."
-        )
-        if self.roofline_gbps:
-            lines += ["", f"Read roofline: **{self.roofline_gbps:.1f} GB/s** "
-                      f"({self.roofline_method})."]
-        lines += ["", f"{h} Summary", "", self._summary_table(summary), ""]
-        if summary["mismatches"]:
-            lines += [self._mismatch_summary(), ""]
-        footnotes: list[str] = []
-        for size in self.sizes:
-            rows = [r for r in self.rows if r.size == size]
-            title = "latency (8x128 = 1024 elements)" if size == "latency" else size
-            lines += [f"{h} {title}", "", self._table(rows, footnotes), ""]
-        if footnotes:
-            lines += ["Notes:", ""]
-            lines += [f"{i + 1}. {text}" for i, text in enumerate(footnotes)] + [""]
-        lines += ["Layouts: " + "; ".join(f"`{k}` {v}" for k, v in LAYOUT_HELP.items()) + ".", ""]
-        lines += [f"- {note}" for note in self.notes]
-        return "\n".join(lines) + "\n"
+        """The compact report (machine, targets, summaries, one line per cell: what
+        BENCHMARKS.md embeds), section headings at Markdown ``level``."""
+        from .report import compact
 
-    def _mismatch_summary(self) -> str:
-        counts: dict[str, dict[str, int]] = {}
-        for r in self.rows:
-            for runner, status in r.status.items():
-                if status == "mismatch":
-                    per = counts.setdefault(runner, {})
-                    per[r.dtype] = per.get(r.dtype, 0) + 1
-        parts = [
-            f"{runner} in {sum(per.values())} cell{'s' if sum(per.values()) != 1 else ''} ("
-            + ", ".join(f"{dtype} {n}" for dtype, n in per.items()) + ")"
-            for runner, per in counts.items()
-        ]
-        return ("Disagreements with onnx-reduce beyond the dtype's tolerance (≠ in the tables, "
-                "with the error relative to the largest output): " + "; ".join(parts) + ".")
+        return compact(self, level)
+
+    def detail_markdown(self, level: int = 2) -> str:
+        """Every runner's time in each regime with its ulps, the roofline shares, the kernel
+        path and the notes on method (what docs/benchmark-method.md embeds)."""
+        from .report import detail
+
+        return detail(self, level)
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as JSON-ready data (:meth:`from_dict` reads it back)."""
         data = {k: getattr(self, k) for k in self.__dataclass_fields__}
         data["runners"] = list(self.runners)
+        data["regimes"] = list(self.regimes)
         data["rows"] = [dataclasses.asdict(row) for row in self.rows]
         return data
 
@@ -226,55 +202,9 @@ class BenchResults:
         """The inverse of :meth:`to_dict` (shapes and axes come back as tuples)."""
         data = dict(data)
         data["runners"] = tuple(data["runners"])
+        data["regimes"] = tuple(data.get("regimes", ("memory",)))
         data["rows"] = [CellResult.from_dict(row) for row in data["rows"]]
         return cls(**data)
-
-    def _summary_table(self, summary: dict[str, Any]) -> str:
-        head = ["size"] + [f"onnx-reduce speed-up vs {r} (geomean)" for r in self.runners[1:]]
-        head.append("Sum/L2 f32 share of the read roofline, median (side by side / best pass)")
-        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        for size in self.sizes:
-            cells = [size]
-            for runner in self.runners[1:]:
-                value = summary[f"geomean_speedup_vs_{runner}"][size]
-                cells.append("n/a" if value is None else f"{value:.2f}×")
-            cells.append(_shares([summary[f"{key}_median"][size] for key in _ROOFLINE_KEYS]))
-            out.append("| " + " | ".join(cells) + " |")
-        return "\n".join(out)
-
-    def _table(self, rows: list[CellResult], footnotes: list[str]) -> str:
-        def note(text: str) -> int:
-            if text not in footnotes:
-                footnotes.append(text)
-            return footnotes.index(text) + 1
-
-        head = ["op", "layout", "dtype", "shape → axes", *self.runners,
-                "ort / onnx-reduce", "onnx-reduce GB/s (roofline: side by side / best pass)",
-                "kernel"]
-        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        for r in rows:
-            cells = [r.op, r.layout, r.dtype, f"{'x'.join(map(str, r.shape))} → {list(r.axes)}"]
-            for runner in self.runners:
-                status = r.status.get(runner, "n/a: not run")
-                text = format_seconds(r.times.get(runner))
-                if status.startswith("n/a"):
-                    text = f"n/a[{note(f'{runner}: {status[4:].strip()}')}]"
-                elif status == "mismatch":
-                    text += f" ≠ ({r.error[runner]:.1e})"
-                elif status.startswith("capped"):
-                    text += f" [{note(f'{runner}: {status}')}]"
-                cells.append(text)
-            cells.append("—" if r.ort_ratio is None else f"{r.ort_ratio:.2f}×")
-            fractions = [getattr(r, key) for key in _ROOFLINE_KEYS]
-            if any(f is not None for f in fractions):
-                cells.append(f"{r.gbps:.1f} ({_shares(fractions)})")
-            elif r.gbps is not None and r.size != "latency":
-                cells.append(f"{r.gbps:.1f}")
-            else:
-                cells.append("—")
-            cells.append(r.kernel)
-            out.append("| " + " | ".join(cells) + " |")
-        return "\n".join(out)
 
     def plot(self, path: str | Path) -> None:
         """A PNG: per size, each runner's time over onnx-reduce's for every cell (log scale;
@@ -291,7 +221,8 @@ class BenchResults:
                                         + 3), 3.6 * len(sizes)),
             squeeze=False,
         )
-        markers = {"onnxruntime": "o", "onnx.reference": "s", "numpy": "^"}
+        markers = {"onnxruntime": "o", "onnx.reference": "s", "numpy": "^", "torch": "D",
+                   "jax": "v", "scipy": "P"}
         for ax, size in zip(axes_[:, 0], sizes, strict=True):
             rows = [r for r in self.rows if r.size == size]
             xs = range(len(rows))
@@ -318,11 +249,6 @@ class BenchResults:
         fig.tight_layout()
         fig.savefig(path, dpi=110)
         plt.close(fig)
-
-
-def _shares(fractions: list[float | None]) -> str:
-    """``[0.8, None]`` -> ``"80% / —"``."""
-    return " / ".join("—" if f is None else f"{f:.0%}" for f in fractions)
 
 
 def _median(values: list[float]) -> float | None:

@@ -20,9 +20,11 @@ from typing import Any
 import numpy as np
 
 from .. import functions
+from . import array_peers
+from .array_peers import NotAvailable
 from .cases import Case
 
-Call = Callable[[], np.ndarray]
+Call = Callable[[], Any]
 
 #: The op version each onnx model is built at (axes as an int64 initializer in all three).
 ONNX_VERSIONS: dict[str, int] = {"ReduceSum": 13, "ReduceL2": 18, "ReduceLogSumExp": 18}
@@ -32,10 +34,6 @@ _ONNX_REDUCE = {
     "ReduceL2": functions.reduce_l2,
     "ReduceLogSumExp": functions.reduce_log_sum_exp,
 }
-
-
-class NotAvailable(Exception):
-    """A runner does not serve this case (the message says why)."""
 
 
 def model_for(case: Case) -> Any:
@@ -63,6 +61,10 @@ def prepare(runner: str, case: Case, threads: int) -> Any:
     raises :class:`NotAvailable`."""
     if runner in ("onnx-reduce", "numpy"):
         return None
+    if runner in array_peers.PEERS:
+        if not array_peers.installed(runner):
+            raise NotAvailable(f"{runner} is not installed")
+        return None  # the input's conversion (and jax's compilation) come with it, in bind
     if runner == "onnxruntime":
         try:
             import onnxruntime as ort
@@ -90,9 +92,12 @@ def prepare(runner: str, case: Case, threads: int) -> Any:
     raise ValueError(f"unknown runner {runner!r}")
 
 
-def bind(runner: str, prepared: Any, x: np.ndarray, case: Case) -> Call:
-    """The timed call of ``runner`` on input ``x`` (keepdims=1, the case's axes)."""
+def bind(runner: str, prepared: Any, x: np.ndarray, case: Case, threads: int = 2) -> Call:
+    """The timed call of ``runner`` on input ``x`` (keepdims=1, the case's axes); the
+    array peers convert ``x`` (and jax compiles) here, untimed. Raises :class:`NotAvailable`."""
     axes = case.axes
+    if runner in array_peers.PEERS:
+        return array_peers.bind(array_peers.prepare(runner, case, x, threads))
     if runner == "onnx-reduce":
         fn = _ONNX_REDUCE[case.op]
         axes_list = list(axes)

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,8 +19,11 @@ import numpy as np
 
 from ..kernels.dispatch import kernel_path
 from . import roofline as _roofline
+from .array_peers import to_numpy, torch_wait_policy
 from .cases import Case, make_input
 from .config import BenchConfig
+from .exact import exact_result, ulp_error
+from .exp_limit import measure_exp_limit
 from .machine import machine_description
 from .results import BenchResults, CellResult
 from .runners import NotAvailable, bind, prepare
@@ -41,9 +45,11 @@ def run_suite(config: BenchConfig, progress: Progress | None = None) -> BenchRes
     """Benchmark every cell of ``config``; ``progress(done, total, label)`` after each cell."""
     started = time.perf_counter()
     machine = machine_description()
+    _choose_threading_layer()
     previous_threads = _set_numba_threads(config.threads)
     try:
         roofline = _measure_roofline(config)
+        exp_limit = measure_exp_limit(threads=config.threads) if config.exp_limit else None
         cases = config.cases()
         # Sessions and evaluators for every cell are made before anything is timed.
         prepared: dict[tuple[Case, str], Any] = {}
@@ -94,20 +100,33 @@ def run_suite(config: BenchConfig, progress: Progress | None = None) -> BenchRes
         "shuffled each round (seeded): a call right after a single-threaded runner starts on "
         "an idle second core and measured 25-35% slower here, so a fixed order would charge "
         "that to one runner every time.",
+        "Regimes: *from memory* times each sample's call right after another runner's (the "
+        "suite's interleaving); *hot* makes one untimed call of the same runner first, so the "
+        "timed call finds the input as its own previous call left it (cells shown as "
+        "from memory / hot).",
         "onnxruntime: one InferenceSession per cell made up front (ReduceSum-13, ReduceL2-18, "
         "ReduceLogSumExp-18, axes as an int64 initializer), intra_op_num_threads="
         f"{config.threads}, pool spinning off (it would steal a core from the next runner); "
         "only `sess.run` is timed.",
+        f"torch: eager torch.sum / torch.linalg.vector_norm / torch.logsumexp (dim, keepdim), "
+        f"torch.set_num_threads({config.threads}), OpenMP wait policy "
+        f"{torch_wait_policy()}; input by torch.from_numpy. jax: jnp.sum, "
+        "jnp.sqrt(jnp.sum(x * x)), jax.nn.logsumexp, jit-compiled once per cell before timing, "
+        "input by jax.device_put, each call up to block_until_ready; x64 enabled for float64. "
+        "scipy: scipy.special.logsumexp (ReduceLogSumExp only).",
         f"onnx.reference: at most {config.reference_repeats} samples per cell from "
         f"{REFERENCE_CAP_BYTES // 2**20} MiB up (it is slow). Its ReduceLogSumExp shifts by the "
         "max; the numpy runner is the plain np.log(np.sum(np.exp(x))).",
-        "ort / onnx-reduce > 1 means onnx-reduce is faster. GB/s = input bytes / onnx-reduce "
-        "time. Roofline fractions (Sum and L2 of float32): *side by side* = the read-roofline "
+        "GB/s = input bytes / onnx-reduce time (from memory). Roofline fractions (Sum and L2 of "
+        "float32): *side by side* = the read-roofline "
         f"kernel's median time on the cell's own input, timed in the same shuffled rounds as "
         f"the runners, over onnx-reduce's (cells of {ROOFLINE_CELL_BYTES // 2**20} MiB and "
         "up: the same cache state and machine noise for both); *best pass* = onnx-reduce's "
         "GB/s over the read roofline above (the best of its passes, a median against a "
         "maximum; 1 MiB cells fit in cache and may exceed it).",
+        "(n) after a time: the runner's largest error over the cell's outputs in ulps of the "
+        "dtype, against the exact result (benchmarking/exact.py: math.fsum and double-double; "
+        "a correctly rounded result scores <= 0.5).",
         "≠ marks a result that disagrees with onnx-reduce beyond the dtype's tolerance "
         "(relative to the largest output; f64 1e-9, f32 1e-4, f16 4e-3, bf16 3e-2).",
         "kernel: the onnx-reduce path that served the cell (fast = compiled kernel, reference = "
@@ -120,6 +139,8 @@ def run_suite(config: BenchConfig, progress: Progress | None = None) -> BenchRes
         machine=machine,
         roofline_gbps=roofline,
         roofline_method=method,
+        exp_limit_gbps=exp_limit,
+        regimes=config.regimes,
         repeats=config.repeats,
         threads=config.threads,
         elapsed_seconds=time.perf_counter() - started,
@@ -134,33 +155,8 @@ def _run_cell(
     config: BenchConfig,
     roofline: float | None,
 ) -> CellResult:
-    status: dict[str, str] = {}
-    error: dict[str, float | None] = {}
-    calls: dict[str, Callable[[], object]] = {}
-    outputs: dict[str, np.ndarray] = {}
-    for runner in config.runners:
-        setup = prepared[case, runner]
-        if isinstance(setup, NotAvailable):
-            status[runner] = f"n/a: {setup}"
-            continue
-        call = bind(runner, setup, x, case)
-        try:
-            outputs[runner] = np.asarray(call())  # first call: compiles, allocates, warms
-        except Exception as exc:
-            status[runner] = f"n/a: {short_error(exc)}"
-            continue
-        calls[runner] = call
-        status[runner] = "ok"
+    calls, status, error, ulps = _warm_and_check(case, x, prepared, config)
     kernel = _kernel_used(case, x) if "onnx-reduce" in calls else "?"
-    ref = outputs.get("onnx-reduce")
-    for runner, out in outputs.items():
-        if runner == "onnx-reduce" or ref is None:
-            continue
-        agrees, err = compare(out, ref, case.dtype)
-        error[runner] = err
-        if not agrees:
-            status[runner] = "mismatch"
-    outputs.clear()
     sum_l2_f32 = case.dtype == "float32" and case.op in ("ReduceSum", "ReduceL2")
     side_by_side = (roofline is not None and "onnx-reduce" in calls and sum_l2_f32
                     and case.nbytes >= ROOFLINE_CELL_BYTES)
@@ -173,28 +169,76 @@ def _run_cell(
         else calibrate(call, config.min_sample_seconds)
         for name, call in calls.items()
     }
-    per_sample = same_calls_per_sample(calibrated)
-    numbers = dict.fromkeys(calibrated, per_sample)
-    timings = time_interleaved(
-        calls, config.repeats, min_sample_seconds=config.min_sample_seconds,
-        max_seconds=config.max_cell_seconds, caps=caps, numbers=numbers,
-    )
-    times = {runner: (timings[runner].median if runner in timings else None)
-             for runner in config.runners}
+    numbers = dict.fromkeys(calibrated, same_calls_per_sample(calibrated))
+    timings = {
+        regime: time_interleaved(
+            calls, config.repeats, min_sample_seconds=config.min_sample_seconds,
+            max_seconds=config.max_cell_seconds, caps=caps, numbers=numbers,
+            hot=regime == "hot",
+        )
+        for regime in config.regimes
+    }
+    medians = {regime: {runner: (timing[runner].median if runner in timing else None)
+                        for runner in config.runners}
+               for regime, timing in timings.items()}
+    times = medians.get("memory") or medians["hot"]
     ours, ort = times.get("onnx-reduce"), times.get("onnxruntime")
     gbps = case.nbytes / ours / 1e9 if ours else None
     fraction = best_pass = None
-    if side_by_side and ours and ROOFLINE_CALL in timings:
-        fraction = timings[ROOFLINE_CALL].median / ours
+    first = timings[config.regimes[0]]
+    if side_by_side and ours and ROOFLINE_CALL in first:
+        fraction = first[ROOFLINE_CALL].median / ours
     if gbps is not None and roofline and sum_l2_f32 and case.size != "latency":
         best_pass = gbps / roofline
     return CellResult(
         op=case.op, layout=case.layout, dtype=case.dtype, size=case.size, shape=case.shape,
         axes=case.axes, nbytes=case.nbytes, kernel=kernel, times=times,
-        samples={r: t.samples for r, t in timings.items()}, calls_per_sample=per_sample,
+        samples={r: t.samples for r, t in first.items()},
+        calls_per_sample=numbers.get("onnx-reduce"),
         status=status, error=error, ort_ratio=ort / ours if (ort and ours) else None,
         gbps=gbps, roofline_fraction=fraction, roofline_fraction_best_pass=best_pass,
+        hot_times=medians.get("hot", {}) if "memory" in medians else {}, ulps=ulps,
     )
+
+
+def _warm_and_check(
+    case: Case, x: np.ndarray, prepared: dict[tuple[Case, str], Any], config: BenchConfig
+) -> tuple[dict[str, Callable[[], object]], dict[str, str], dict[str, float | None],
+           dict[str, float | None]]:
+    """Bind every runner (untimed set-up), call each once (compiles, allocates, warms), check
+    its output against onnx-reduce's and measure its error in ulps against the exact result.
+    Returns (calls, status, error relative to onnx-reduce's largest output, ulps)."""
+    status: dict[str, str] = {}
+    error: dict[str, float | None] = {}
+    calls: dict[str, Callable[[], object]] = {}
+    outputs: dict[str, np.ndarray] = {}
+    for runner in config.runners:
+        setup = prepared[case, runner]
+        if isinstance(setup, NotAvailable):
+            status[runner] = f"n/a: {setup}"
+            continue
+        try:
+            call = bind(runner, setup, x, case, config.threads)
+            outputs[runner] = to_numpy(call())
+        except NotAvailable as exc:
+            status[runner] = f"n/a: {exc}"
+            continue
+        except Exception as exc:
+            status[runner] = f"n/a: {short_error(exc)}"
+            continue
+        calls[runner] = call
+        status[runner] = "ok"
+    ref = outputs.get("onnx-reduce")
+    for runner, out in outputs.items():
+        if runner == "onnx-reduce" or ref is None:
+            continue
+        agrees, err = compare(out, ref, case.dtype)
+        error[runner] = err
+        if not agrees:
+            status[runner] = "mismatch"
+    exact = exact_result(case, x) if config.ulps else None
+    ulps = {runner: ulp_error(out, exact, case.dtype) for runner, out in outputs.items()}
+    return calls, status, error, ulps
 
 
 def _measure_roofline(config: BenchConfig) -> float | None:
@@ -214,6 +258,17 @@ def _kernel_used(case: Case, x: np.ndarray) -> str:
     except Exception:
         return "?"
     return "fast"
+
+
+def _choose_threading_layer() -> None:
+    """Let onnx-reduce choose numba's threading layer, as it does for its users, before the
+    roofline kernel launches: numba fixes the layer at the first parallel launch, and its own
+    default pick here is GNU OpenMP, whose spinning workers and torch's OpenMP pool take the
+    two cores from each other."""
+    from ..functions import reduce_sum
+
+    with contextlib.suppress(Exception), kernel_path("fast"):
+        reduce_sum(np.zeros((2, 2), np.float32), [1], True)  # loads the compiled kernels
 
 
 def _set_numba_threads(threads: int | None) -> int | None:

@@ -103,9 +103,14 @@ def time_interleaved(
     caps: Mapping[str, int] | None = None,
     numbers: Mapping[str, int] | None = None,
     seed: int = 0,
+    hot: bool = False,
 ) -> dict[str, Timing]:
     """Time each call ``repeats`` times, one round after another, in an order shuffled each
     round (``seed``); calls should be warm already.
+
+    ``hot``: each sample starts with one untimed call of the same runner, so the timed calls
+    find the input (and the runner's own state) as its previous call left them: the same input
+    again and again. Otherwise a sample's first call follows another runner's.
 
     ``caps`` limits the samples of some runners; after ``max_seconds`` the rounds stop once each
     runner has 3 samples (or its cap). ``numbers`` gives calls per sample (else calibrated).
@@ -128,6 +133,8 @@ def time_interleaved(
                 if len(samples[name]) >= caps.get(name, repeats):
                     continue
                 call, number = calls[name], numbers[name]
+                if hot:
+                    call()
                 t0 = time.perf_counter()
                 for _ in range(number):
                     call()

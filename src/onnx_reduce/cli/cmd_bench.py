@@ -1,5 +1,5 @@
-"""``onnx-reduce bench``: the benchmark suite (onnx-reduce against onnxruntime, onnx.reference
-and numpy), with a progress bar while it runs and a table at the end."""
+"""``onnx-reduce bench``: the benchmark suite (onnx-reduce against onnxruntime, torch, jax, numpy,
+scipy and onnx.reference), with a progress bar while it runs and a table at the end."""
 
 from __future__ import annotations
 
@@ -45,8 +45,8 @@ SizesOpt = Annotated[
 ]
 RunnersOpt = Annotated[
     list[str] | None,
-    _list_option("RUNNERS", "runners besides onnx-reduce (onnxruntime, onnx.reference, numpy)",
-                 "--runners ort"),
+    _list_option("RUNNERS", "runners besides onnx-reduce (onnxruntime, torch, jax, numpy, "
+                 "scipy, onnx.reference)", "--runners ort,torch"),
 ]
 RepeatsOpt = Annotated[
     int | None, typer.Option(help="Timed samples per runner and cell (default: the preset's).",
@@ -54,7 +54,12 @@ RepeatsOpt = Annotated[
 ]
 RooflineOpt = Annotated[
     bool, typer.Option("--roofline/--no-roofline",
-                       help="Measure the memory-read roofline first (streams 256 MiB).")
+                       help="Measure the memory-read roofline (streams 256 MiB) and the exp "
+                       "limit first.")
+]
+HotOpt = Annotated[
+    bool, typer.Option("--hot/--no-hot", help="Also time the hot regime (each sample right "
+                       "after an untimed call of the same runner).")
 ]
 PlotOpt = Annotated[
     Path | None, typer.Option(metavar="FILE.png", help="Also save a plot (needs matplotlib).",
@@ -76,12 +81,13 @@ def bench_command(
     runners: RunnersOpt = None,
     repeats: RepeatsOpt = None,
     roofline: RooflineOpt = True,
+    hot: HotOpt = True,
     plot: PlotOpt = None,
     output: ReportOpt = None,
     force: ForceOpt = False,
 ) -> None:
-    """Time onnx-reduce against onnxruntime, onnx.reference and numpy, cell by cell
-    (op x layout x dtype x size), and check every runner's result against onnx-reduce's.
+    """Time onnx-reduce against onnxruntime, torch, jax, numpy, scipy and onnx.reference, cell
+    by cell (op x layout x dtype x size), and check every runner's result against onnx-reduce's.
 
     Example: onnx-reduce bench --quick --ops sum,l2 --dtypes f32 --plot bench.png -o bench.md
     """
@@ -90,7 +96,8 @@ def bench_command(
             check_writable(path, force)
     if plot is not None and not peers.has_module("matplotlib"):
         raise UserError("--plot needs matplotlib: pip install -e '.[bench]'")
-    config = make_config(quick, ops, dtypes, layouts, sizes, runners, repeats, roofline)
+    config = make_config(quick, ops, dtypes, layouts, sizes, runners, repeats, roofline,
+                         regimes=None if hot else ["memory"])
     check_inputs_fit(config.sizes)
     out = console()
     results = run_with_progress(out, config)
@@ -115,6 +122,7 @@ def make_config(
     runners: list[str] | None = None,
     repeats: int | None = None,
     roofline: bool = True,
+    regimes: list[str] | None = None,
 ) -> Any:
     """The preset (quick or full) narrowed by the filters given."""
     from ..benchmarking import BenchConfig
@@ -130,6 +138,9 @@ def make_config(
         overrides["repeats"] = repeats
     if not roofline:
         overrides["roofline_bytes"] = 0
+        overrides["exp_limit"] = False
+    if regimes:
+        overrides["regimes"] = regimes
     with user_errors("bench"):
         return BenchConfig.quick(**overrides) if quick else BenchConfig.full(**overrides)
 
@@ -170,9 +181,9 @@ def results_table(results: Any) -> Table:
     table.add_column("size", no_wrap=True)
     for runner in results.runners:
         table.add_column(runner_header(runner), justify="right", no_wrap=True)
-    has_ort = "onnxruntime" in results.runners
-    if has_ort:
-        table.add_column("ort /\nours", justify="right", no_wrap=True)
+    has_peers = len(results.runners) > 1
+    if has_peers:
+        table.add_column("fastest /\nours", justify="right", no_wrap=True)
     kernels = {row.kernel for row in results.rows}
     if len(kernels) > 1:
         table.add_column("kernel", no_wrap=True)
@@ -188,12 +199,21 @@ def results_table(results: Any) -> Table:
                 cells.append(f"[red]≠ {format_seconds(row.times.get(runner))}[/]")
             else:
                 cells.append(format_seconds(row.times.get(runner)))
-        if has_ort:
-            cells.append("—" if row.ort_ratio is None else f"{row.ort_ratio:.2f}×")
+        if has_peers:
+            cells.append(_fastest(row))
         if len(kernels) > 1:
             cells.append(row.kernel)
         table.add_row(*cells)
     return table
+
+
+def _fastest(row: Any) -> str:
+    """The fastest agreeing peer's time over onnx-reduce's (from memory), and who it is."""
+    from ..benchmarking import targets
+
+    best = targets.fastest_peer(row, "memory")
+    ratio = targets.peer_ratio(row, "memory")
+    return "—" if best is None or ratio is None else f"{ratio:.2f}× {best[0]}"
 
 
 def print_summary(out: Console, results: Any) -> None:

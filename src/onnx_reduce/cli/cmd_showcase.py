@@ -155,6 +155,7 @@ def run_bench(out: Console) -> None:
     config = cmd_bench.make_config(
         quick=True, ops=None, dtypes=["float32"], layouts=["inner", "outer"],
         sizes=["latency", "1MiB"], runners=[*runners, "numpy"], repeats=3, roofline=False,
+        regimes=["memory"],
     )
     results = cmd_bench.run_with_progress(out, config)
     out.print(cmd_bench.results_table(results))
