@@ -3,7 +3,7 @@
 For chunked and distributed evaluation (:mod:`onnx_reduce.interop.dask_ops`): the result of
 ``finish(op, merge(op, concatenated partials, axes), dtype)`` equals the one-pass result of
 :mod:`.reference` within the contract, whatever the pieces (one element, empty, +-inf/NaN in
-some only). Three functions, one state definition per op (:data:`STATES`):
+some only). Three functions, one state definition per op of the registry (:data:`STATES`):
 
 * ``partial(op, data, axes)`` -> the state of one piece, a structured numpy array of the
   piece's shape with ``axes`` kept at length 1 (so pieces' states concatenate like arrays);
@@ -24,10 +24,18 @@ as the reference path accumulates):
   elements below it and the number equal to it, so the result is
   ``peak + log1p(tail + ties - 1)`` as in the reference; integers ``(peak, total, count)``
   with ``total`` from the exact integer gaps.
+* SumSquare: L2's state finished without the root (float16/bfloat16/float32); float64
+  ``(exp, head, tail)``, L2's scale with the squares exact and summed in double-double, as
+  the reference path; integers Sum's state of the squares, wrapping.
+* LogSum: floats ``(sum, magnitude)``, Sum's state and the sum of magnitudes that bounds its
+  error, finished with the log; integers the exact sum as 32-bit half sums
+  (:func:`.reference.half_sums`), finished with ``floor(log S)`` (``ValueError`` for
+  ``S <= 0``).
 
-ReduceLogSumExp outputs that nearly cancel the maximum are not vouched for by any fixed
-precision: :func:`log_sum_exp_limit` gives the magnitude at and under which a finished output
-must be recomputed from its input slice (:func:`.exact_lse.refine_log_sum_exp`).
+Float ReduceLogSumExp outputs that nearly cancel the maximum, and ReduceLogSum outputs near 1
+or of a cancelling sum, are not vouched for by any fixed precision: :func:`suspects` flags
+them from the merged state (given the merge :class:`Tree`) and :func:`refine` recomputes them
+exactly from their input slices (:mod:`.exact_lse`, :mod:`.exact_log_sum`).
 
 >>> x = np.array([[800.0, 1.0, 800.0, 2.0]])
 >>> pieces = [partial("ReduceLogSumExp", piece, (1,)) for piece in (x[:, :2], x[:, 2:])]
