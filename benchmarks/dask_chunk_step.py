@@ -6,7 +6,8 @@ tables give the median over rounds of the time ratio, ``> 1`` meaning onnx-reduc
 
 * chunk step: ``states.partial(op, chunk, axes)`` against ``np.sum(chunk)`` (float32 sums
   accumulate in float32 there) and against what a user writes for the same op in numpy
-  (``np.sqrt(np.sum(x * x))``; ``m + np.log(np.sum(np.exp(x - m)))`` with ``m`` the max);
+  (``np.sqrt(np.sum(x * x))``; ``m + np.log(np.sum(np.exp(x - m)))`` with ``m`` the max;
+  ``np.sum(x * x)``; ``np.log(np.sum(x))``);
 * whole array: ``reduce_*(x).compute()`` against ``x.sum()``, ``da.linalg.norm`` and the same
   hand-written LSE in dask, on a ``--mib`` float32 array in memory cut into chunks holding
   whole rows (the in-memory path per chunk) or not (the states), with each result's error in
@@ -28,7 +29,9 @@ import numpy as np
 import onnx_reduce
 from onnx_reduce.kernels import states
 
-OPS = ("ReduceSum", "ReduceL2", "ReduceLogSumExp")
+OPS = ("ReduceSum", "ReduceL2", "ReduceLogSumExp", "ReduceSumSquare", "ReduceLogSum")
+#: The ops dask has (or a user writes in dask) for the whole-array comparison.
+WHOLE_OPS = OPS[:3]
 
 
 def _best(run: Callable[[], object], repeats: int) -> float:
@@ -45,15 +48,19 @@ def _numpy_op(op: str, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
         return np.sum(x, axis=axes)
     if op == "ReduceL2":
         return np.sqrt(np.sum(x * x, axis=axes))
+    if op == "ReduceSumSquare":
+        return np.sum(x * x, axis=axes)
+    if op == "ReduceLogSum":
+        return np.log(np.sum(x, axis=axes))
     peak = np.max(x, axis=axes, keepdims=True)
     return np.log(np.sum(np.exp(x - peak), axis=axes)) + np.squeeze(peak, axes)
 
 
-def chunk_step(rounds: int, repeats: int) -> None:
+def chunk_step(rounds: int, repeats: int, ops: tuple[str, ...] | None = None) -> None:
     chunk = np.random.default_rng(0).standard_normal((1024, 8192)).astype(np.float32)
     print("| op | axes | vs np.sum | vs numpy's own op | states GB/s |\n|---|---|---|---|---|")
     for axes, label in (((1,), "rows"), ((0,), "columns"), ((0, 1), "all")):
-        for op in OPS:
+        for op in OPS if ops is None else ops:
             to_sum, to_own, speed = [], [], []
             for _ in range(rounds):
                 mine = _best(functools.partial(states.partial, op, chunk, axes), repeats)
@@ -77,7 +84,7 @@ def whole_array(rounds: int, repeats: int, mib: int) -> None:
 
     rows = mib * 2**20 // 4 // 8192
     data = (np.random.default_rng(1).standard_normal((rows, 8192)) * 30).astype(np.float32)
-    exact = {op: _numpy_op(op, data.astype(np.float64), (1,)) for op in OPS}
+    exact = {op: _numpy_op(op, data.astype(np.float64), (1,)) for op in WHOLE_OPS}
     mine = {"ReduceSum": onnx_reduce.reduce_sum, "ReduceL2": onnx_reduce.reduce_l2,
             "ReduceLogSumExp": onnx_reduce.reduce_log_sum_exp}
     theirs = {"ReduceSum": lambda a: a.sum(axis=1),
@@ -88,7 +95,7 @@ def whole_array(rounds: int, repeats: int, mib: int) -> None:
           "max ulp dask |\n|---|---|---|---|---|")
     for chunks in ((512, 8192), (512, 1024)):
         x = da.from_array(data, chunks=chunks)
-        for op in OPS:
+        for op in WHOLE_OPS:
             ours = mine[op](x, axes=[1], keepdims=False)
             dasks = theirs[op](x)
             with dask.config.set(scheduler="threads"):
@@ -104,9 +111,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--mib", type=int, default=256)
+    parser.add_argument("--chunk-only", nargs="*", metavar="OP",
+                        help="only the chunk step, of these ops (all without names)")
     args = parser.parse_args()
-    chunk_step(args.rounds, args.repeats)
-    whole_array(args.rounds, args.repeats, args.mib)
+    chunk_step(args.rounds, args.repeats, tuple(args.chunk_only) if args.chunk_only else None)
+    if args.chunk_only is None:
+        whole_array(args.rounds, args.repeats, args.mib)
 
 
 if __name__ == "__main__":

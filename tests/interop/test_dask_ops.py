@@ -5,13 +5,16 @@ import numpy as np
 import pytest
 
 import onnx_reduce
+import oracle
 from onnx_reduce.interop import dask_ops
 from onnx_reduce.kernels.dispatch import kernel_path
+from onnx_reduce.spec.ops import REGISTRY
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
 
-OPS = [onnx_reduce.reduce_sum, onnx_reduce.reduce_l2, onnx_reduce.reduce_log_sum_exp]
+NAMES = [record.name for record in REGISTRY]
+OPS = [getattr(onnx_reduce, record.function) for record in REGISTRY]
 NARROW = [np.float32, np.float16, ml_dtypes.bfloat16]
 INTEGERS = [np.int32, np.int64, np.uint32, np.uint64]
 
@@ -21,12 +24,13 @@ def _numpy_path(reduce, x, **kwargs):
         return reduce(x, **kwargs)
 
 
-@pytest.mark.parametrize("reduce", OPS)
+@pytest.mark.parametrize(("op", "reduce"), list(zip(NAMES, OPS, strict=True)))
 @pytest.mark.parametrize("dtype", [*NARROW, np.float64, *INTEGERS])
 @pytest.mark.parametrize("axes", [None, [1], [0, 2], [-1], [2, 0, 1]])
 @pytest.mark.parametrize("keepdims", [True, False])
-def test_lazy_result_equals_the_numpy_path(reduce, dtype, axes, keepdims):
-    data = (np.random.default_rng(3).standard_normal((7, 9, 5)) * 4).astype(dtype)
+def test_lazy_result_equals_the_numpy_path(op, reduce, dtype, axes, keepdims):
+    data = oracle.in_domain(op, np.random.default_rng(3).standard_normal((7, 9, 5)) * 4)
+    data = data.astype(dtype)
     lazy = da.from_array(data, chunks=(2, 4, 3))
     kwargs = {"axes": axes, "keepdims": keepdims, "opset": 18}
     want = _numpy_path(reduce, data, **kwargs)
@@ -104,13 +108,26 @@ def test_an_empty_reduction_gives_the_numpy_values(reduce, keepdims):
     np.testing.assert_array_equal(result.compute(), reduce(data, axes=[1], keepdims=keepdims))
 
 
-def test_an_empty_integer_log_sum_exp_raises_at_call_time():
+@pytest.mark.parametrize("reduce", [onnx_reduce.reduce_log_sum_exp, onnx_reduce.reduce_log_sum])
+def test_an_empty_integer_log_reduction_raises_at_call_time(reduce):
     data = np.empty((3, 0), np.int32)
     with pytest.raises(ValueError, match="empty set") as numpy_error:
-        onnx_reduce.reduce_log_sum_exp(data, axes=[1], opset=18)
+        reduce(data, axes=[1], opset=18)
     with pytest.raises(ValueError, match="empty set") as dask_error:
-        onnx_reduce.reduce_log_sum_exp(da.from_array(data), axes=[1], opset=18)
+        reduce(da.from_array(data), axes=[1], opset=18)
     assert str(dask_error.value) == str(numpy_error.value)
+
+
+@pytest.mark.parametrize("chunks", [(1, 2), (1, 4)])
+def test_integer_log_sum_of_a_sum_at_most_zero_raises_at_compute_time(chunks):
+    """The sums exist only once the chunks are read: the call succeeds, compute raises the
+    numpy path's ValueError (states or whole-slice chunks alike)."""
+    data = np.array([[5, 6, 7, 8], [3, -1, -1, -1]], np.int64)
+    lazy = onnx_reduce.reduce_log_sum(da.from_array(data, chunks=chunks), axes=[1], opset=18)
+    with pytest.raises(ValueError, match=r"ReduceLogSum: an output's sum is 0, whose log \(-inf"):
+        lazy.compute()
+    with pytest.raises(ValueError, match="sum is 0"):
+        onnx_reduce.reduce_log_sum(data, axes=[1], opset=18)
 
 
 def test_big_endian_chunks_give_native_results():
@@ -124,7 +141,7 @@ def test_big_endian_chunks_give_native_results():
 def test_split_every_changes_the_tree_not_the_result(split_every):
     data = np.random.default_rng(5).standard_normal((4, 50)).astype(np.float32)
     lazy = da.from_array(data, chunks=(2, 3))
-    for op, reduce in zip(("ReduceSum", "ReduceL2", "ReduceLogSumExp"), OPS, strict=True):
+    for op, reduce in zip(NAMES, OPS, strict=True):
         result = dask_ops.reduce(op, lazy, [1], True, False, None, split_every=split_every)
         np.testing.assert_array_equal(result.compute(), _numpy_path(reduce, data, axes=[1]))
 
@@ -140,17 +157,18 @@ def test_specials_in_some_chunks_follow_the_math():
                                           _numpy_path(reduce, data, axes=[1]))
 
 
-@pytest.mark.parametrize("reduce", OPS)
+@pytest.mark.parametrize(("op", "reduce"), list(zip(NAMES, OPS, strict=True)))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, ml_dtypes.bfloat16])
 @pytest.mark.parametrize("keepdims", [True, False])
-def test_chunks_holding_whole_slices_take_the_in_memory_path(reduce, dtype, keepdims,
+def test_chunks_holding_whole_slices_take_the_in_memory_path(op, reduce, dtype, keepdims,
                                                              monkeypatch):
     """One chunk along the reduced axes: no states, each chunk reduced as in memory (the
     compiled kernels' bits: float64 rows within the contract of each other)."""
     from onnx_reduce.kernels import states
 
     monkeypatch.setattr(states, "partial", None)  # the states are not used
-    data = (np.random.default_rng(11).standard_normal((12, 3, 300)) * 5).astype(dtype)
+    data = oracle.in_domain(op, np.random.default_rng(11).standard_normal((12, 3, 300)) * 5)
+    data = data.astype(dtype)
     lazy = da.from_array(data, chunks=(5, 2, 300))
     result = reduce(lazy, axes=[2], keepdims=keepdims)
     want = reduce(data, axes=[2], keepdims=keepdims)

@@ -14,11 +14,11 @@ import onnx_reduce
 import oracle
 from onnx_reduce.interop import dask_ops
 from onnx_reduce.kernels.dispatch import kernel_path
+from onnx_reduce.spec.ops import REGISTRY
 
 da = pytest.importorskip("dask.array")
 
-FUNCTIONS = {"ReduceSum": onnx_reduce.reduce_sum, "ReduceL2": onnx_reduce.reduce_l2,
-             "ReduceLogSumExp": onnx_reduce.reduce_log_sum_exp}
+FUNCTIONS = {record.name: getattr(onnx_reduce, record.function) for record in REGISTRY}
 FLOATS = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
 INTEGERS = [np.int32, np.int64, np.uint32, np.uint64]
 SPECIALS = [np.inf, -np.inf, np.nan]
@@ -33,6 +33,7 @@ def partitions(draw, size):
 
 @st.composite
 def cases(draw):
+    op = draw(st.sampled_from(list(FUNCTIONS)))
     shape = tuple(draw(st.lists(st.integers(1, 6), min_size=1, max_size=3)))
     dtype = np.dtype(draw(st.sampled_from(FLOATS + INTEGERS)))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
@@ -43,12 +44,12 @@ def cases(draw):
             data[index] = draw(st.sampled_from(SPECIALS))
     else:
         info = np.iinfo(dtype)
-        data = rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+        low = 1 if op == "ReduceLogSum" else info.min  # integer log of a sum <= 0 raises
+        data = rng.integers(low, info.max, shape, dtype=dtype, endpoint=True)
     chunks = tuple(draw(partitions(n)) for n in shape)
     rank = len(shape)
     axes = draw(st.none() | st.lists(st.integers(-rank, rank - 1),
                                      unique_by=lambda a: a % rank, max_size=rank))
-    op = draw(st.sampled_from(list(FUNCTIONS)))
     return op, data, chunks, axes, draw(st.booleans()), draw(st.sampled_from([2, 3, 16]))
 
 
@@ -115,5 +116,21 @@ def test_log_softmax_rows_are_recomputed_exactly_under_any_chunking(dtype, seed,
     data = rows.astype(dtype)
     got = onnx_reduce.reduce_log_sum_exp(da.from_array(data, chunks=(2, chunk)), axes=[1])
     exact = oracle.exact("ReduceLogSumExp", data, [1])
+    bound = 2.0 if data.dtype == np.float64 else 1.0
+    assert oracle.max_ulp_error(got.compute(), exact, data.dtype) <= bound
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from([np.float32, ml_dtypes.bfloat16, np.float64]), st.integers(0, 2**32 - 1),
+       st.integers(1, 9))
+def test_log_sum_near_one_is_recomputed_exactly_under_any_chunking(dtype, seed, chunk):
+    """Rows summing to 1 + 2**-80 among weights (the accumulator loses the 2**-80): one
+    fixed-precision pass gives log 1 = 0; the recomputation keeps the contract."""
+    rng = np.random.default_rng(seed)
+    halves = 2.0 ** -rng.integers(1, 5, (3, 8))
+    rows = np.concatenate([halves, -halves, np.ones((3, 1)), np.full((3, 1), 2.0**-80)], axis=1)
+    data = rng.permuted(rows, axis=1).astype(dtype)
+    got = onnx_reduce.reduce_log_sum(da.from_array(data, chunks=(2, chunk)), axes=[1])
+    exact = oracle.exact("ReduceLogSum", data, [1])
     bound = 2.0 if data.dtype == np.float64 else 1.0
     assert oracle.max_ulp_error(got.compute(), exact, data.dtype) <= bound

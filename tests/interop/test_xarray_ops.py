@@ -4,11 +4,12 @@ import numpy as np
 import pytest
 
 import onnx_reduce
+from onnx_reduce.spec.ops import REGISTRY
 
 xr = pytest.importorskip("xarray")
 da = pytest.importorskip("dask.array")
 
-OPS = [onnx_reduce.reduce_sum, onnx_reduce.reduce_l2, onnx_reduce.reduce_log_sum_exp]
+OPS = [getattr(onnx_reduce, record.function) for record in REGISTRY]
 
 
 def _array(chunked: bool):

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 import oracle
 from onnx_reduce.kernels import blocks, states
 from onnx_reduce.kernels.exact_lse import reference_bound, threshold
+from onnx_reduce.spec.ops import REGISTRY
 
-OPS = ("ReduceSum", "ReduceL2", "ReduceLogSumExp")
+OPS = tuple(record.name for record in REGISTRY)
 FLOATS = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
 
 
@@ -26,12 +27,30 @@ def _pieces(op, data, axis, cuts):
 
 def _reduce_in_pieces(op, data, axis, cuts, group=None):
     """Finish of the pieces' states merged all at once, or in consecutive groups of
-    ``group`` (a tree, as dask combines)."""
+    ``group`` (a tree, as dask combines), suspect outputs recomputed from their rows."""
     merged = _pieces(op, data, axis, cuts)
+    pieces, depth = merged.shape[axis], 1
     while group and merged.shape[axis] > 1:
         parts = np.split(merged, range(group, merged.shape[axis], group), axis=axis)
         merged = np.concatenate([states.merge(op, part, (axis,)) for part in parts], axis=axis)
-    return states.finish(op, states.merge(op, merged, (axis,)), data.dtype)
+        depth += 1
+    state = states.merge(op, merged, (axis,))
+    tree = states.Tree(data.shape[axis], depth + 1, max(pieces, group or 0))
+    return _finished(op, state, data, (axis,), tree)
+
+
+def _finished(op, state, data, axes, tree):
+    """``state`` finished, the outputs :func:`states.suspects` flags recomputed from their
+    input slices (as the dask front door does)."""
+    values = np.ascontiguousarray(states.finish(op, state, data.dtype))
+    flagged = np.flatnonzero(states.suspects(op, state, values, data.dtype, tree))
+    if flagged.size:
+        moved = np.moveaxis(data, axes, range(data.ndim - len(axes), data.ndim))
+        rows = moved.reshape(values.size, -1)[flagged]
+        picked = values.reshape(-1)[flagged].copy()
+        states.refine(op, rows, picked)
+        values.reshape(-1)[flagged] = picked
+    return values
 
 
 def _within_contract(result, op, data, axes):
@@ -58,8 +77,18 @@ def test_integer_states_are_exact(op, dtype):
     info = np.iinfo(dtype)
     data = np.array([[info.max, info.max, 3, info.min, 1, info.max],
                      [info.min, info.min, info.min, 0, 0, 7]], dtype)
+    if op == "ReduceLogSum":  # positive sums (beyond the dtype: exact), not wrapped
+        data = np.array([[info.max, info.max, 3, 0, 1, info.max], [1, 0, 0, 0, 0, 1]], dtype)
     for cuts in ([], [1], [1, 1, 4], [0, 2, 3, 5, 6]):
         _within_contract(_reduce_in_pieces(op, data, 1, cuts, 2), op, data, [1])
+
+
+@pytest.mark.parametrize(("values", "what"), [([3, -3, 0], "-inf"), ([-2, 1], "NaN")])
+def test_integer_log_sum_of_a_sum_at_most_zero_raises_at_finish(values, what):
+    data = np.array([values], np.int64)
+    state = states.merge("ReduceLogSum", _pieces("ReduceLogSum", data, 1, [1]), (1,))
+    with pytest.raises(ValueError, match=rf"ReduceLogSum: .*\({what}\) int64 cannot"):
+        states.finish("ReduceLogSum", state, data.dtype)
 
 
 def test_integer_log_sum_exp_lifts_a_sum_that_float64_rounds_to_the_maximum():
@@ -85,6 +114,36 @@ def test_l2_scaling_neither_overflows_nor_underflows_across_pieces(dtype, values
         assert oracle.ulp_error(result[0, 0], oracle.exact("ReduceL2", data, [1])[0, 0],
                                 data.dtype) <= 1.0
         assert math.isclose(float(result[0, 0]), want, rel_tol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("values", "want"),
+    [
+        ([1e154, 1e154], math.inf),  # 2e308: the true result overflows
+        ([1e153, 1e153, 1e153], 3e306),
+        ([3e-170, 4e-170], 2.5e-339),  # below the subnormals: 0, as the true result rounds
+        ([1e-160, 0.0, 2e-160], 5e-320),  # subnormal
+        ([1e150, 1e-150, 1.0], 1e300),
+    ],
+)
+def test_float64_sum_square_scales_across_pieces(values, want):
+    """float64 SumSquare keeps L2's scale and sums exact squares in double-double: 2 ulp in
+    every cutting, overflow only where the true result overflows."""
+    data = np.array([values])
+    exact = oracle.exact("ReduceSumSquare", data, [1])
+    for cuts in ([1], list(range(1, len(values))), [0, 1, 1]):
+        result = _reduce_in_pieces("ReduceSumSquare", data, 1, cuts, 2)
+        assert oracle.ulp_error(result[0, 0], exact[0, 0], data.dtype) <= 2.0
+        assert result[0, 0] == pytest.approx(want, rel=1e-6, abs=1e-323)
+
+
+def test_float64_sum_square_is_within_the_contract_where_float64_sums_are_not():
+    """1 + 2**-30 squared 2**12 times, one piece per element: a float64 sum of the squares
+    loses the 2**-60 terms; the double-double one keeps them."""
+    data = np.full((1, 4096), 1 + 2.0**-30)
+    exact = oracle.exact("ReduceSumSquare", data, [1])
+    result = _reduce_in_pieces("ReduceSumSquare", data, 1, list(range(1, 4096)), 16)
+    assert oracle.ulp_error(result[0, 0], exact[0, 0], data.dtype) <= 0.5
 
 
 def test_l2_overflows_when_the_true_result_does():
@@ -121,7 +180,30 @@ def test_partial_walks_blocks_and_merges_them(op, monkeypatch):
     monkeypatch.setattr(blocks, "BLOCK_ELEMENTS", 7)
     state = states.partial(op, data, (0, 2))
     assert state.shape == (1, 6, 1)
-    _within_contract(states.finish(op, state, data.dtype), op, data, [0, 2])
+    result = _finished(op, state, data, (0, 2), states.Tree(45, 2, 7))
+    _within_contract(result, op, data, [0, 2])
+
+
+def test_every_registry_op_has_a_state():
+    assert sorted(states.STATES) == sorted(record.name for record in REGISTRY)
+    for name in states.STATES:
+        assert states.state_dtype(name, np.dtype(np.float32)).names
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16, np.float64])
+def test_log_sum_near_one_is_recomputed(dtype):
+    """Sums of 1 + 2**-80 (one cancelling): the accumulator loses the 2**-80, so one pass
+    gives log 1 = 0, infinitely many ulp off; the outputs are flagged and recomputed."""
+    data = np.array([[0.5, 0.25, 2.0**-80, 0.125, 0.125], [3.0, 1.0, -3.0, 2.0**-80, 0.0]],
+                    dtype)
+    merged = states.merge("ReduceLogSum", _pieces("ReduceLogSum", data, 1, [2, 3]), (1,))
+    plain = states.finish("ReduceLogSum", merged, data.dtype)
+    assert plain.tolist() == [[0.0], [0.0]]
+    tree = states.Tree(5, 2, 3)
+    assert states.suspects("ReduceLogSum", merged, plain, data.dtype, tree).all()
+    result = _reduce_in_pieces("ReduceLogSum", data, 1, [2, 3])
+    _within_contract(result, "ReduceLogSum", data, [1])
+    assert result.astype(np.float64).tolist() == [[2.0**-80], [2.0**-80]]  # log1p(2**-80)
 
 
 def test_state_dtypes_accumulate_wider_than_the_input():

@@ -7,8 +7,9 @@ chunk goes through the in-memory path, compiled kernels included, and gives its 
 Otherwise the graph is a ``dask.array.reduction`` over the partial states of
 :mod:`onnx_reduce.kernels.states`: each chunk to its state (``chunk``), states merged in
 groups of ``split_every`` (``combine``), merged and rounded once (``aggregate``).
-ReduceLogSumExp outputs that nearly cancel their maximum are then recomputed from their own
-input slices (a second, lazy step that reads only those slices; see docs/dask.md). Any
+Float ReduceLogSumExp outputs that nearly cancel their maximum, and ReduceLogSum outputs near
+1 or of a cancelling sum, are then recomputed from their own input slices (a second, lazy step
+that finishes the merged states and reads only those slices; see docs/dask.md). Any
 scheduler: threads, processes, ``distributed.Client``.
 """
 
@@ -22,9 +23,7 @@ import numpy as np
 
 from ..functions import plan_for, reduce_array, version_label
 from ..kernels import blocks, states
-from ..kernels.exact_lse import refine_log_sum_exp, suspects
 from ..pipeline import native
-from ..spec.dtypes import is_float
 
 #: Default number of states merged by one task (dask's own default is 4).
 SPLIT_EVERY = 16
@@ -49,19 +48,20 @@ def reduce(op: str, data: Any, axes, keepdims, noop, opset, split_every: int | N
     if all(data.numblocks[axis] == 1 for axis in plan.axes):  # each chunk holds whole slices
         return _per_chunk(data, run, plan, dtype)
     group = split_every or SPLIT_EVERY
+    refined = states.refines(op, dtype)  # the aggregate keeps the state; a step finishes it
+    merged = states.state_dtype(op, dtype) if refined else dtype
     result = da.reduction(
-        data, functools.partial(_chunk, op), functools.partial(_aggregate, op, dtype),
-        combine=functools.partial(_combine, op), axis=plan.axes, keepdims=True, dtype=dtype,
-        split_every=group, concatenate=True, meta=np.empty((0,) * data.ndim, dtype),
+        data, functools.partial(_chunk, op), functools.partial(_aggregate, op, dtype, refined),
+        combine=functools.partial(_combine, op), axis=plan.axes, keepdims=True, dtype=merged,
+        split_every=group, concatenate=True, meta=np.empty((0,) * data.ndim, merged),
     )
-    if op == "ReduceLogSumExp" and is_float(dtype):
+    if refined:
         nblocks = math.prod(data.numblocks[axis] for axis in plan.axes)
         chunk = math.prod(max(data.chunks[axis]) for axis in plan.axes)
         widest = max(group, math.ceil(chunk / blocks.BLOCK_ELEMENTS))  # blocks in a chunk
-        merges = states.merges_along(nblocks, group)
-        limit = states.log_sum_exp_limit(dtype, plan.reduced_size, merges, widest)
-        refine = functools.partial(_refine_block, _Source(data, plan.axes), limit)
-        result = result.map_blocks(refine, dtype=dtype)
+        tree = states.Tree(plan.reduced_size, states.merges_along(nblocks, group), widest)
+        finish = functools.partial(_finish_block, op, dtype, _Source(data, plan.axes), tree)
+        result = result.map_blocks(finish, dtype=dtype, meta=np.empty((0,) * data.ndim, dtype))
     if not plan.keepdims:
         result = result.squeeze(axis=plan.axes)
     return result
@@ -95,12 +95,15 @@ def _combine(op: str, block: np.ndarray, axis: tuple, keepdims: bool, computing_
     return states.merge(op, block, axis)
 
 
-def _aggregate(op: str, result_dtype: np.dtype, block: np.ndarray, axis: tuple, keepdims: bool,
-               computing_meta=False):
-    """The last merge and the one rounding (dask's ``aggregate``)."""
+def _aggregate(op: str, result_dtype: np.dtype, keep_state: bool, block: np.ndarray,
+               axis: tuple, keepdims: bool, computing_meta=False):
+    """The last merge and the one rounding (dask's ``aggregate``); the merged state itself
+    where ``keep_state`` (:func:`_finish_block` finishes it)."""
     if computing_meta:
-        return np.empty((0,) * block.ndim, result_dtype)
-    return states.finish(op, states.merge(op, block, axis), result_dtype)
+        like = states.state_dtype(op, result_dtype) if keep_state else result_dtype
+        return np.empty((0,) * block.ndim, like)
+    merged = states.merge(op, block, axis)
+    return merged if keep_state else states.finish(op, merged, result_dtype)
 
 
 class _Source:
@@ -129,19 +132,20 @@ class _Source:
         return np.stack([native(np.asarray(row)) for row in computed])
 
 
-def _refine_block(source: _Source, limit: float, block: np.ndarray, block_info=None):
-    """ReduceLogSumExp outputs of ``block`` at or under ``limit`` in magnitude, recomputed
-    exactly from their input slices (:mod:`onnx_reduce.kernels.exact_lse`)."""
-    if block.size == 0 or block_info is None:
-        return block
-    mask = suspects(block, block.dtype, limit)
+def _finish_block(op: str, dtype: np.dtype, source: _Source, tree, state: np.ndarray,
+                  block_info=None) -> np.ndarray:
+    """The outputs of a block of merged states, rounded once; those a fixed precision cannot
+    vouch for (:func:`.states.suspects`: ReduceLogSumExp near cancellation, ReduceLogSum near
+    1 or cancelling) recomputed exactly from their own input slices, read in this task."""
+    values = np.ascontiguousarray(states.finish(op, state, dtype))
+    if values.size == 0 or block_info is None:
+        return values
+    mask = states.suspects(op, state, values, dtype, tree)
     if not mask.any():
-        return block
+        return values
     flagged = np.flatnonzero(mask)
     starts = tuple(start for start, _ in block_info[0]["array-location"])
-    rows = source.rows(starts, flagged, block.shape)
-    values = block.reshape(-1)[flagged].copy()
-    refine_log_sum_exp(rows, 1, values, np.ones(values.size, bool))
-    refined = block.copy()
-    refined.reshape(-1)[flagged] = values
-    return refined
+    picked = values.reshape(-1)[flagged].copy()
+    states.refine(op, source.rows(starts, flagged, values.shape), picked)
+    values.reshape(-1)[flagged] = picked
+    return values

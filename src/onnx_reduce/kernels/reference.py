@@ -180,26 +180,31 @@ def reduce_log_sum(data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
 def _integer_log_sum(view: np.ndarray, nkept: int, plan: ReductionPlan) -> np.ndarray:
     """Integer ReduceLogSum: ``floor(log S)`` of the exact sum ``S`` (no wrap-around; the
     spec's Log takes no integers, so the rule follows integer ReduceLogSumExp: the exact value
-    truncated toward zero). ``S <= 0`` (log -inf or NaN) raises ``ValueError``.
-
-    Each element is split in a high and a low 32-bit half whose sums cannot overflow 64 bits
-    (up to 2**32 elements per output); ``S`` is assembled exactly in Python integers."""
-    signed = view.dtype.kind == "i"
-
-    def halves(block: np.ndarray, _: tuple) -> np.ndarray:
-        wide = block.astype(np.int64 if signed else np.uint64)
-        high = (wide >> 32).astype(np.int64).view(np.uint64)  # signed sums modulo 2**64
-        low = (wide & 0xFFFFFFFF).astype(np.uint64)
-        return np.stack([np.add.reduce(high, axis=-1), np.add.reduce(low, axis=-1)], axis=-1)
-
+    truncated toward zero). ``S <= 0`` (log -inf or NaN) raises ``ValueError``."""
     sums = np.empty((*plan.kept_shape, 2), np.uint64)
-    blockwise(view, nkept, halves, _sum_partials, sums)
-    out = np.empty(math.prod(plan.kept_shape), view.dtype)
+    blockwise(view, nkept, lambda block, _: half_sums(block), _sum_partials, sums)
+    return floor_logs(sums, view.dtype)
+
+
+def half_sums(block: np.ndarray) -> np.ndarray:
+    """The exact sum of each row of the integer ``block`` (reduced axis last) as the uint64
+    sums of its elements' high and low 32-bit halves (a trailing axis of 2), which add
+    without overflow for up to 2**32 elements (the high sums modulo 2**64, signed)."""
+    wide = block.astype(np.int64 if block.dtype.kind == "i" else np.uint64)
+    high = (wide >> 32).astype(np.int64).view(np.uint64)  # signed sums modulo 2**64
+    low = (wide & 0xFFFFFFFF).astype(np.uint64)
+    return np.stack([np.add.reduce(high, axis=-1), np.add.reduce(low, axis=-1)], axis=-1)
+
+
+def floor_logs(sums: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``floor(log S)`` of each :func:`half_sums` total ``S`` (assembled exactly in Python
+    integers) as ``dtype``; ``ValueError`` for ``S <= 0``."""
+    out = np.empty(math.prod(sums.shape[:-1]), dtype)
     for i, (high, low) in enumerate(sums.reshape(-1, 2).tolist()):
         if high >= 1 << 63:
             high -= 1 << 64
-        out[i] = floor_log(view.dtype, (high << 32) + low)
-    return out.reshape(plan.kept_shape)
+        out[i] = floor_log(dtype, (high << 32) + low)
+    return out.reshape(sums.shape[:-1])
 
 
 def _slices(data: np.ndarray, plan: ReductionPlan) -> tuple[np.ndarray, int]:

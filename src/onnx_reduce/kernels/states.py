@@ -3,7 +3,7 @@
 For chunked and distributed evaluation (:mod:`onnx_reduce.interop.dask_ops`): the result of
 ``finish(op, merge(op, concatenated partials, axes), dtype)`` equals the one-pass result of
 :mod:`.reference` within the contract, whatever the pieces (one element, empty, +-inf/NaN in
-some only). Three functions, one state definition per op (:data:`STATES`):
+some only). Three functions, one state definition per op of the registry (:data:`STATES`):
 
 * ``partial(op, data, axes)`` -> the state of one piece, a structured numpy array of the
   piece's shape with ``axes`` kept at length 1 (so pieces' states concatenate like arrays);
@@ -24,10 +24,18 @@ as the reference path accumulates):
   elements below it and the number equal to it, so the result is
   ``peak + log1p(tail + ties - 1)`` as in the reference; integers ``(peak, total, count)``
   with ``total`` from the exact integer gaps.
+* SumSquare: L2's state finished without the root (float16/bfloat16/float32); float64
+  ``(exp, head, tail)``, L2's scale with the squares exact and summed in double-double, as
+  the reference path; integers Sum's state of the squares, wrapping.
+* LogSum: floats ``(sum, magnitude)``, Sum's state and the sum of magnitudes that bounds its
+  error, finished with the log; integers the exact sum as 32-bit half sums
+  (:func:`.reference.half_sums`), finished with ``floor(log S)`` (``ValueError`` for
+  ``S <= 0``).
 
-ReduceLogSumExp outputs that nearly cancel the maximum are not vouched for by any fixed
-precision: :func:`log_sum_exp_limit` gives the magnitude at and under which a finished output
-must be recomputed from its input slice (:func:`.exact_lse.refine_log_sum_exp`).
+Float ReduceLogSumExp outputs that nearly cancel the maximum, and ReduceLogSum outputs near 1
+or of a cancelling sum, are not vouched for by any fixed precision: :func:`suspects` flags
+them from the merged state (given the merge :class:`Tree`) and :func:`refine` recomputes them
+exactly from their input slices (:mod:`.exact_lse`, :mod:`.exact_log_sum`).
 
 >>> x = np.array([[800.0, 1.0, 800.0, 2.0]])
 >>> pieces = [partial("ReduceLogSumExp", piece, (1,)) for piece in (x[:, :2], x[:, 2:])]
@@ -45,9 +53,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..spec.dtypes import accumulator, is_float
+from . import exact_lse
 from .blocks import blockwise
-from .exact_lse import reference_bound, threshold
-from .reference import integer_log_sum_exp_result, limb_roots, limb_sums
+from .exact_log_sum import log_sum_suspects, refine_log_sum, sum_bound
+from .exact_lse import SAFETY, dd_sum_rows, reference_bound, refine_log_sum_exp, threshold, two_prod
+from .reference import (
+    floor_logs,
+    half_sums,
+    integer_log_sum_exp_result,
+    limb_roots,
+    limb_sums,
+)
 from .rounding import round_to
 
 Axes = tuple[int, ...]
@@ -58,14 +74,29 @@ ZERO_SCALE = -(1 << 20)
 
 
 @dataclass(frozen=True)
+class Tree:
+    """How a float output was merged: ``n`` elements reduced, each term through at most
+    ``merges`` merges of at most ``group`` states (what its error bound depends on)."""
+
+    n: int
+    merges: int
+    group: int
+
+
+@dataclass(frozen=True)
 class StateOps:
     """One op's state: its structured dtype for an input dtype, the state of each row of a
-    block (reduced axis last), the merge and the finish."""
+    block (reduced axis last), the merge and the finish; for ops whose finished float outputs
+    a fixed precision cannot always vouch for, ``suspects(state, values, dtype, tree)`` (flat
+    mask of the outputs to recompute) and ``refine(rows, nkept, values, mask)`` (recompute
+    them in place from their input slices)."""
 
     state_dtype: Callable[[np.dtype], np.dtype]
     rows: Callable[[np.ndarray, np.ndarray], None]
     merge: Callable[[np.ndarray, Axes], np.ndarray]
     finish: Callable[[np.ndarray, np.dtype], np.ndarray]
+    suspects: Callable[[np.ndarray, np.ndarray, np.dtype, Tree], np.ndarray] | None = None
+    refine: Callable[[np.ndarray, int, np.ndarray, np.ndarray], None] | None = None
 
 
 def partial(op: str, data: np.ndarray, axes: Axes) -> np.ndarray:
@@ -109,6 +140,27 @@ def state_dtype(op: str, dtype: np.dtype) -> np.dtype:
     return STATES[op].state_dtype(np.dtype(dtype))
 
 
+def refines(op: str, dtype: np.dtype) -> bool:
+    """Whether finished outputs of ``op`` for inputs of ``dtype`` may need recomputation
+    (:func:`suspects`, :func:`refine`): float ReduceLogSumExp and ReduceLogSum."""
+    return STATES[op].suspects is not None and is_float(np.dtype(dtype))
+
+
+def suspects(op: str, state: np.ndarray, values: np.ndarray, dtype: np.dtype,
+             tree: Tree) -> np.ndarray:
+    """Flat mask of the outputs ``values`` (finished from the merged ``state``) that may be
+    off by more than the contract, so must be recomputed from their input slices."""
+    if not refines(op, dtype):
+        return np.zeros(values.size, bool)
+    return STATES[op].suspects(state, values, np.dtype(dtype), tree)
+
+
+def refine(op: str, rows: np.ndarray, values: np.ndarray) -> None:
+    """Recompute ``values`` (flagged outputs, one per row) in place, exactly, from ``rows``
+    (2-D: each output's input slice)."""
+    STATES[op].refine(rows, 1, values, np.ones(values.size, bool))
+
+
 def log_sum_exp_limit(dtype: np.dtype, n: int, merges: int, group: int) -> float:
     """The magnitude at and under which a finished float ReduceLogSumExp output of ``dtype``
     (``n`` elements reduced, each term through at most ``merges`` merges of at most ``group``
@@ -121,6 +173,16 @@ def log_sum_exp_limit(dtype: np.dtype, n: int, merges: int, group: int) -> float
         wide = float(np.finfo(accumulator(dtype)).eps) / 2
         absolute += 2.0 * merges * (6 + group) * wide
     return threshold(np.dtype(dtype), (absolute, relative))
+
+
+def log_sum_bound(dtype: np.dtype, tree: Tree) -> tuple[float, float]:
+    """(gamma, v): a merged float ReduceLogSum sum is within ``gamma * sum|x|`` of the exact
+    sum; the reference path's bound plus ``log2 n`` roundings (the halving passes over strided
+    pieces) and ``group`` per merge, with the same safety factor."""
+    gamma, v = sum_bound(np.dtype(dtype), tree.n)
+    if tree.n > 1:
+        gamma += SAFETY * v * (math.log2(tree.n) + tree.merges * tree.group)
+    return gamma, v
 
 
 def merges_along(nblocks: int, group: int) -> int:
@@ -208,13 +270,19 @@ def _l2_rows(block: np.ndarray, state: np.ndarray) -> None:
         state["exp"] = 0
         state["ssq"] = _row_sums(np.square(wide, out=wide))
         return
-    magnitude = np.abs(wide).max(axis=-1, initial=0.0)
-    finite = np.isfinite(magnitude)
-    scale = np.frexp(np.where(finite, magnitude, 1.0))[1]
-    scale = np.where(magnitude == 0, ZERO_SCALE, np.where(finite, scale, 0))
+    scale = _scales(wide)
     scaled = np.ldexp(wide, -scale[..., None], out=wide)
     state["exp"] = scale
     state["ssq"] = _row_sums(np.square(scaled, out=scaled))
+
+
+def _scales(wide: np.ndarray) -> np.ndarray:
+    """Per row (last axis), the binary exponent of the largest magnitude: 0 where it is not
+    finite, :data:`ZERO_SCALE` where it is 0 (scaled by 2**-exp, squares are at most 1)."""
+    magnitude = np.abs(wide).max(axis=-1, initial=0.0)
+    finite = np.isfinite(magnitude)
+    scale = np.frexp(np.where(finite, magnitude, 1.0))[1]
+    return np.where(magnitude == 0, ZERO_SCALE, np.where(finite, scale, 0))
 
 
 def _l2_merge(states: np.ndarray, axes: Axes) -> np.ndarray:
@@ -303,8 +371,145 @@ def _lse_finish(state: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return round_to(result, dtype)
 
 
+# ----------------------------------------------------------------------------- ReduceSumSquare
+# Integers: Sum's state of the wrapped squares. float16/bfloat16/float32: L2's state (exact
+# float64 squares, exp 0) finished without the root. float64: L2's power-of-two scale with the
+# scaled squares exact (Dekker) and summed in double-double, as the reference path.
+
+
+def _sum_square_dtype(dtype: np.dtype) -> np.dtype:
+    if not is_float(dtype):
+        return _sum_dtype(dtype)
+    if dtype == np.float64:
+        return np.dtype([("exp", np.int32), ("head", np.float64), ("tail", np.float64)])
+    return _l2_dtype(dtype)
+
+
+def _sum_square_rows(block: np.ndarray, state: np.ndarray) -> None:
+    if "sum" in state.dtype.names:
+        state["sum"] = np.add.reduce(np.square(block), axis=-1, dtype=block.dtype)  # wraps
+    elif "ssq" in state.dtype.names:
+        _l2_rows(block, state)
+    else:
+        _dd_square_rows(block, state)
+
+
+def _dd_square_rows(block: np.ndarray, state: np.ndarray) -> None:
+    """float64 rows: scaled by 2**-exp (squares at most 1), squared exactly, summed in
+    double-double; a row holding inf or NaN keeps its plain sum (inf or NaN) in ``head``."""
+    wide = _wide(block, np.dtype(np.float64))
+    scale = _scales(wide)
+    state["exp"] = scale
+    if wide.shape[-1] == 0:
+        state["head"] = state["tail"] = 0.0
+        return
+    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
+        scaled = np.ldexp(wide, -scale[..., None], out=wide)
+        high, low = two_prod(scaled, scaled)
+        _dd_store(state, high, low)
+
+
+def _dd_store(state: np.ndarray, high: np.ndarray, low: np.ndarray) -> None:
+    """``state``'s (head, tail): the double-double sums of (high, low) along the last axis,
+    or the plain sum of ``high`` where it is not finite."""
+    finite = np.isfinite(high)
+    plain = np.add.reduce(np.where(finite, 0.0, high), axis=-1)  # 0, inf or NaN
+    rows = (-1, high.shape[-1])
+    head, tail = dd_sum_rows(np.where(finite, high, 0.0).reshape(rows),
+                             np.where(finite, low, 0.0).reshape(rows))
+    bad = plain != 0
+    state["head"] = np.where(bad, plain, head.reshape(plain.shape))
+    state["tail"] = np.where(bad, 0.0, tail.reshape(plain.shape))
+
+
+def _sum_square_merge(states: np.ndarray, axes: Axes) -> np.ndarray:
+    if "sum" in states.dtype.names:
+        with np.errstate(over="ignore"):
+            return _sum_merge(states, axes)
+    if "ssq" in states.dtype.names:
+        return _l2_merge(states, axes)
+    merged = _new(states, axes)
+    exp = states["exp"].max(axis=axes, keepdims=True)
+    merged["exp"] = exp
+    last = range(states.ndim - len(axes), states.ndim)
+    with np.errstate(invalid="ignore", under="ignore"):  # 2**-1000 below the largest: lost
+        parts = [np.moveaxis(np.ldexp(states[name], 2 * (states["exp"] - exp)), axes, last)
+                 for name in ("head", "tail")]
+        high, low = (part.reshape((*merged.shape, -1)) for part in parts)
+        _dd_store(merged, high, low)
+    return merged
+
+
+def _sum_square_finish(state: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    if "sum" in state.dtype.names:
+        return _sum_finish(state, dtype)
+    if "ssq" in state.dtype.names:
+        return round_to(state["ssq"], dtype)  # exp is 0: the narrow floats are not scaled
+    head = state["head"]
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        total = np.ldexp(head + state["tail"], 2 * state["exp"].astype(np.int64))
+    return np.where(np.isfinite(head), total, head)
+
+
+# ----------------------------------------------------------------------------- ReduceLogSum
+# Sum's state plus the sum of magnitudes (which bounds its error), finished with the log;
+# integers: the exact sum as 32-bit half sums, finished with the exact floor(log S).
+
+
+def _log_sum_dtype(dtype: np.dtype) -> np.dtype:
+    if not is_float(dtype):
+        return np.dtype([("halves", np.uint64, (2,))])
+    acc = accumulator(dtype)
+    return np.dtype([("sum", acc), ("magnitude", acc)])
+
+
+def _log_sum_rows(block: np.ndarray, state: np.ndarray) -> None:
+    if not is_float(block.dtype):
+        state["halves"] = half_sums(block)
+        return
+    wide = _wide(block, state.dtype["sum"])  # one copy for both sums (a second costs 20x)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf is NaN, as IEEE says
+        state["sum"] = _row_sums(wide)
+        state["magnitude"] = _row_sums(np.abs(wide, out=wide))
+
+
+def _log_sum_merge(states: np.ndarray, axes: Axes) -> np.ndarray:
+    merged = _new(states, axes)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for name in states.dtype.names:
+            merged[name] = np.add.reduce(states[name], axis=axes, keepdims=True,
+                                         dtype=states.dtype[name].base)
+    return merged
+
+
+def _log_sum_finish(state: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Floats: log of the merged sum, rounded once; integers: ``floor(log S)``, ``ValueError``
+    for ``S <= 0`` (:func:`.reference.floor_logs`)."""
+    if not is_float(dtype):
+        return floor_logs(state["halves"], dtype)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return round_to(np.log(state["sum"]), dtype)
+
+
+def _log_sum_suspects(state: np.ndarray, values: np.ndarray, dtype: np.dtype,
+                      tree: Tree) -> np.ndarray:
+    sums = np.stack([state["sum"], state["magnitude"]], axis=-1)
+    return log_sum_suspects(sums, values, dtype, tree.n, log_sum_bound(dtype, tree))
+
+
+def _lse_suspects(state: np.ndarray, values: np.ndarray, dtype: np.dtype,
+                  tree: Tree) -> np.ndarray:
+    limit = log_sum_exp_limit(dtype, tree.n, tree.merges, tree.group)
+    return exact_lse.suspects(values, dtype, limit)
+
+
 STATES: dict[str, StateOps] = {
     "ReduceSum": StateOps(_sum_dtype, _sum_rows, _sum_merge, _sum_finish),
     "ReduceL2": StateOps(_l2_dtype, _l2_rows, _l2_merge, _l2_finish),
-    "ReduceLogSumExp": StateOps(_lse_dtype, _lse_rows, _lse_merge, _lse_finish),
+    "ReduceLogSumExp": StateOps(_lse_dtype, _lse_rows, _lse_merge, _lse_finish,
+                                _lse_suspects, refine_log_sum_exp),
+    "ReduceSumSquare": StateOps(_sum_square_dtype, _sum_square_rows, _sum_square_merge,
+                                _sum_square_finish),
+    "ReduceLogSum": StateOps(_log_sum_dtype, _log_sum_rows, _log_sum_merge, _log_sum_finish,
+                             _log_sum_suspects, refine_log_sum),
 }
