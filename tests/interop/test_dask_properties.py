@@ -54,8 +54,10 @@ def cases(draw):
 
 
 def _float_errors_allowed(op, data, axes, exact):
-    """Contract ulps, plus for ReduceSum the accumulator's rounding relative to sum |x| (a
-    cancelling sum is as exact as its accumulation, float64 or extended, not its result)."""
+    """Contract ulps, plus for ReduceSum the accumulator's rounding relative to sum |x|: a
+    cancelling sum is as exact as its accumulation, not its result (tests/test_properties.py's
+    bound ``n * u * sum|x|`` with u = 2**-53, float64's own: the compiled float64 kernels, which
+    a chunk holding whole rows runs, accumulate in float64)."""
     bound = 2.0 if data.dtype == np.float64 else 1.0
     if op != "ReduceSum":
         return bound, None
@@ -71,12 +73,13 @@ def _check_float(op, got, want, data, axes, keepdims):
     for i, (value, truth) in enumerate(zip(flat_got.tolist(), flat_exact, strict=True)):
         error = oracle.ulp_error(value, truth, data.dtype)
         if error > bound and flat_magnitude is not None and math.isfinite(float(truth)):
-            slack = float(flat_magnitude[i]) * data.size * 2.0**-60
+            slack = float(flat_magnitude[i]) * data.size * 2.0**-53
             assert abs(value - float(truth)) <= slack + 2 * float(oracle.ulp(truth, data.dtype))
         else:
             assert error <= bound
     if data.dtype == np.float64:
-        np.testing.assert_array_max_ulp(got, want, maxulp=2)
+        if magnitude is None:  # float64 sums: the oracle's bound above, cancellation included
+            np.testing.assert_array_max_ulp(got, want, maxulp=2)
     else:
         np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
 
