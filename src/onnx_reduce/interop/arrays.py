@@ -23,8 +23,16 @@ def foreign_reduction(data: Any) -> Reduction | None:
     Detection by ``array_api_compat``, which imports no library that is not loaded already."""
     if isinstance(data, _PLAIN):
         return None
+    if _is_xarray(data):
+        from . import xarray_ops
+
+        return xarray_ops.reduce
     import array_api_compat as compat
 
+    if compat.is_dask_array(data):  # before the Array API test: dask arrays pass it too
+        from . import dask_ops
+
+        return dask_ops.reduce
     if compat.is_torch_array(data):
         from . import torch_ops
 
@@ -36,6 +44,12 @@ def foreign_reduction(data: Any) -> Reduction | None:
     if compat.is_array_api_obj(data):
         return reduce_array_api
     return None
+
+
+def _is_xarray(data: Any) -> bool:
+    """An xarray ``DataArray``, recognised without importing xarray."""
+    kind = type(data)
+    return kind.__name__ == "DataArray" and kind.__module__.startswith("xarray.")
 
 
 def reduce_array_api(op: str, data: Any, axes, keepdims, noop, opset) -> Any:

@@ -147,9 +147,18 @@ def _integer_log_sum_exp(view: np.ndarray, nkept: int, plan: ReductionPlan) -> n
 
     total = np.empty(plan.kept_shape, np.float64)
     blockwise(view, nkept, terms, _sum_partials, total)
+    return integer_log_sum_exp_result(peak, total, plan.reduced_size)
+
+
+def integer_log_sum_exp_result(peak: np.ndarray, total: np.ndarray, count) -> np.ndarray:
+    """Integer LSE from the exact maximum ``peak`` (the input dtype), ``total`` = sum of
+    exp(x - peak) (float64, >= 1) and the number of elements ``count`` (see
+    :func:`_integer_log_sum_exp`)."""
+    dtype = peak.dtype
+    top = peak.astype(np.uint64)
     f = np.log(total)  # total >= 1: the maximum's own term
     below_zero = (peak < 0) & (f < -peak.astype(np.float64))
-    lift = np.maximum(np.ceil(f), 1.0 if plan.reduced_size > 1 else 0.0)
+    lift = np.maximum(np.ceil(f), np.where(np.asarray(count) > 1, 1.0, 0.0))
     step = np.where(below_zero, lift, np.floor(f)).astype(np.uint64)
     room = np.uint64(np.iinfo(dtype).max) - top  # exact, modulo 2**64
     summed = (top + step).astype(dtype)  # wraps back into the signed range: exact
@@ -184,24 +193,31 @@ _LOW = np.uint64(0xFFFFFFFF)
 
 
 def _integer_l2(view: np.ndarray, nkept: int, plan: ReductionPlan) -> np.ndarray:
-    """Exact floor(sqrt(sum x**2)) for 32- and 64-bit integers, wrapped to the dtype.
+    """Exact floor(sqrt(sum x**2)) for 32- and 64-bit integers, wrapped to the dtype."""
+    sums = np.empty((*plan.kept_shape, 6), np.uint64)
+    blockwise(view, nkept, lambda block, _: limb_sums(block), _sum_partials, sums)
+    return limb_roots(sums, view.dtype)
+
+
+def limb_sums(block: np.ndarray) -> np.ndarray:
+    """The exact sum of squares of each row of ``block`` (reduced axis last) as six uint64
+    limb sums (a trailing axis of 6), which add without overflow for up to 2**32 elements.
 
     |x| = a * 2**32 + b, so x**2 = a*a * 2**64 + 2*a*b * 2**32 + b*b; each product is split in
-    32-bit halves, which sum without overflow in uint64 for up to 2**32 elements per output.
+    32-bit halves.
     """
-    dtype = view.dtype
+    magnitude = _magnitude(block)
+    high, low = magnitude >> _LIMB, magnitude & _LOW
+    parts = []
+    for product in (high * high, high * low, low * low):
+        parts += [np.add.reduce(product >> _LIMB, axis=-1),
+                  np.add.reduce(product & _LOW, axis=-1)]
+    return np.stack(parts, axis=-1)
 
-    def limb_sums(block: np.ndarray, _: tuple) -> np.ndarray:
-        magnitude = _magnitude(block)
-        high, low = magnitude >> _LIMB, magnitude & _LOW
-        parts = []
-        for product in (high * high, high * low, low * low):
-            parts += [np.add.reduce(product >> _LIMB, axis=-1),
-                      np.add.reduce(product & _LOW, axis=-1)]
-        return np.stack(parts, axis=-1)
 
-    sums = np.empty((*plan.kept_shape, 6), np.uint64)
-    blockwise(view, nkept, limb_sums, _sum_partials, sums)
+def limb_roots(sums: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """floor(sqrt(total)) of each :func:`limb_sums` total (trailing axis of 6), wrapped to
+    ``dtype``: one exact Python integer per output."""
     bits = dtype.itemsize * 8
     flat = sums.reshape(-1, 6)
     roots = np.empty(len(flat), np.uint64)
@@ -209,7 +225,7 @@ def _integer_l2(view: np.ndarray, nkept: int, plan: ReductionPlan) -> np.ndarray
         total = (((hh_hi << 32) + hh_lo) << 64) + (((hl_hi << 32) + hl_lo) << 33) \
             + (ll_hi << 32) + ll_lo
         roots[i] = math.isqrt(total) % (1 << bits) % (1 << 64)
-    return roots.astype(dtype).reshape(plan.kept_shape)
+    return roots.astype(dtype).reshape(sums.shape[:-1])
 
 
 def _magnitude(block: np.ndarray) -> np.ndarray:

@@ -1,0 +1,127 @@
+"""The functions on dask arrays: lazy, chunk by chunk, exact under any chunking.
+
+``reduce_sum(x, ...)`` on a ``dask.array.Array`` returns a ``dask.array.Array``; nothing is
+computed until ``.compute()``, and the call is validated at once (the numpy path's messages).
+The graph is a ``dask.array.reduction`` over the partial states of
+:mod:`onnx_reduce.kernels.states`: each chunk to its state (``chunk``), states merged in
+groups of ``split_every`` (``combine``), merged and rounded once (``aggregate``).
+ReduceLogSumExp outputs that nearly cancel their maximum are then recomputed from their own
+input slices (a second, lazy step that reads only those slices; see docs/dask.md). Any
+scheduler: threads, processes, ``distributed.Client``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import numpy as np
+
+from ..functions import plan_for, reduce_array
+from ..kernels import states
+from ..kernels.exact_lse import refine_log_sum_exp, suspects
+from ..pipeline import native
+from ..spec.dtypes import is_float
+
+#: Default number of states merged by one task (dask's own default is 4).
+SPLIT_EVERY = 16
+
+
+def reduce(op: str, data: Any, axes, keepdims, noop, opset, split_every: int | None = None):
+    """``op`` of the dask array ``data`` as a lazy dask array (the functions' front door)."""
+    import dask.array as da
+
+    _, plan = plan_for(op, data.dtype, data.shape, axes, keepdims, noop, opset)
+    dtype = data.dtype.newbyteorder("=") if not data.dtype.isnative else data.dtype
+    run = functools.partial(reduce_array, op, axes=axes, keepdims=keepdims, noop=noop,
+                            opset=opset)
+    if plan.noop:  # elementwise: the numpy path block by block
+        return data.map_blocks(_apply, run, dtype=dtype)
+    if plan.reduced_size == 0:  # no data to read; the numpy path gives the values or error
+        return da.from_array(run(np.empty(data.shape, data.dtype)))
+    group = split_every or SPLIT_EVERY
+    result = da.reduction(
+        data, functools.partial(_chunk, op), functools.partial(_aggregate, op, dtype),
+        combine=functools.partial(_combine, op), axis=plan.axes, keepdims=True, dtype=dtype,
+        split_every=group, concatenate=True, meta=np.empty((0,) * data.ndim, dtype),
+    )
+    if op == "ReduceLogSumExp" and is_float(dtype):
+        nblocks = math.prod(data.numblocks[axis] for axis in plan.axes)
+        merges = states.merges_along(nblocks, group)
+        limit = states.log_sum_exp_limit(dtype, plan.reduced_size, merges, group)
+        refine = functools.partial(_refine_block, _Source(data, plan.axes), limit)
+        result = result.map_blocks(refine, dtype=dtype)
+    if not plan.keepdims:
+        result = result.squeeze(axis=plan.axes)
+    return result
+
+
+def _apply(block: np.ndarray, run) -> np.ndarray:
+    return run(block)
+
+
+def _chunk(op: str, block: np.ndarray, axis: tuple, keepdims: bool, computing_meta=False):
+    """One chunk's state (dask's ``chunk``)."""
+    if computing_meta:
+        return block
+    return states.partial(op, native(block), axis)
+
+
+def _combine(op: str, block: np.ndarray, axis: tuple, keepdims: bool, computing_meta=False):
+    """States concatenated along ``axis``, merged (dask's ``combine``)."""
+    if computing_meta:
+        return block
+    return states.merge(op, block, axis)
+
+
+def _aggregate(op: str, result_dtype: np.dtype, block: np.ndarray, axis: tuple, keepdims: bool,
+               computing_meta=False):
+    """The last merge and the one rounding (dask's ``aggregate``)."""
+    if computing_meta:
+        return np.empty((0,) * block.ndim, result_dtype)
+    return states.finish(op, states.merge(op, block, axis), result_dtype)
+
+
+class _Source:
+    """The input array, carried into a task without becoming a dependency of it (the
+    recomputation reads the few slices it needs itself, so the graph does not keep every
+    chunk of the input alive until the first pass ends)."""
+
+    def __init__(self, data: Any, axes: tuple[int, ...]) -> None:
+        self.data, self.axes = data, axes
+
+    def __dask_tokenize__(self) -> tuple:
+        return self.data.name, self.axes
+
+    def rows(self, starts: tuple[int, ...], flagged: np.ndarray, shape: tuple) -> np.ndarray:
+        """The input slices of the outputs ``flagged`` (flat indices in a block of ``shape``
+        at ``starts``), as rows of one array."""
+        import dask
+
+        pieces = []
+        for flat in flagged.tolist():
+            index = np.unravel_index(flat, shape)
+            pieces.append(self.data[tuple(
+                slice(None) if axis in self.axes else int(start + i)
+                for axis, (start, i) in enumerate(zip(starts, index, strict=True)))].reshape(-1))
+        computed = dask.compute(*pieces, scheduler="sync")
+        return np.stack([native(np.asarray(row)) for row in computed])
+
+
+def _refine_block(source: _Source, limit: float, block: np.ndarray, block_info=None):
+    """ReduceLogSumExp outputs of ``block`` at or under ``limit`` in magnitude, recomputed
+    exactly from their input slices (:mod:`onnx_reduce.kernels.exact_lse`)."""
+    if block.size == 0 or block_info is None:
+        return block
+    mask = suspects(block, block.dtype, limit)
+    if not mask.any():
+        return block
+    flagged = np.flatnonzero(mask)
+    starts = tuple(start for start, _ in block_info[0]["array-location"])
+    rows = source.rows(starts, flagged, block.shape)
+    values = block.reshape(-1)[flagged].copy()
+    refine_log_sum_exp(rows, 1, values, np.ones(values.size, bool))
+    refined = block.copy()
+    refined.reshape(-1)[flagged] = values
+    return refined
