@@ -130,3 +130,22 @@ def test_destination_on_a_read_only_file_system(store: Path) -> None:
 def test_unknown_format(store: Path, tmp_path: Path) -> None:
     assert_user_error(invoke("eval", "sum", store, "-o", tmp_path / "y.h5"),
                       "unsupported output format", ".zarr")
+
+
+@pytest.mark.parametrize("missing", ["zarr", "dask", "distributed"])
+def test_a_missing_optional_library(store: Path, monkeypatch, missing: str) -> None:
+    from onnx_reduce.cli import chunked_eval
+
+    monkeypatch.setattr(chunked_eval, "installed", lambda module: module != missing)
+    args = ["--scheduler", "distributed"] if missing == "distributed" else []
+    assert_user_error(invoke("eval", "sum", store, *args), f"needs {missing}",
+                      "pip install 'onnx-reduce[")
+
+
+def test_without_dask_a_large_npy_takes_the_memory_map(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr("onnx_reduce.cli.cmd_eval.installed", lambda module: False)
+    np.save(tmp_path / "x.npy", np.full((64, 64), 0.5, np.float32))
+    result = invoke("eval", "sum", tmp_path / "x.npy", "--chunk-mib", str(1 / 1024))
+    assert result.exit_code == 0, result.stderr
+    assert "2048" in result.stdout
+    assert "chunks" not in result.stdout

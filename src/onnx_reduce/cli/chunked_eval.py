@@ -6,6 +6,7 @@ printing and ``.pb``, into memory (refused up front if it cannot fit).
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import time
 from dataclasses import dataclass
@@ -97,6 +98,27 @@ def _stream(output: Path, lazy, force: bool, compute, chunk_bytes: int) -> None:
         sinks.write_zarr(output, lazy, force=force, compute=compute, chunk_bytes=chunk_bytes)
     else:
         sinks.write_npy(output, lazy, force=force, compute=compute)
+
+
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported (without importing it)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def require_chunked(source: Path, output: Path | None, scheduler_name: str) -> None:
+    """Refuse, with the extra to install, a chunked evaluation whose libraries are missing."""
+    needed = [("dask", "dask")]
+    if scheduler_name == "distributed":
+        needed.append(("distributed", "dask"))
+    if is_zarr(source) or (output is not None and is_zarr(output)):
+        needed.append(("zarr", "zarr"))
+    for module, extra in needed:
+        if not installed(module):
+            raise UserError(f"chunked evaluation needs {module}, which is not installed "
+                            f"(pip install 'onnx-reduce[{extra}]')")
 
 
 def chunk_bytes_of(chunk_mib: float) -> int:

@@ -20,7 +20,9 @@ from .chunked_eval import (
     Request,
     chunk_bytes_of,
     evaluate_chunked,
+    installed,
     open_chunked,
+    require_chunked,
 )
 from .errors import UserError, shown, user_errors
 from .files import check_writable
@@ -135,6 +137,7 @@ def eval_command(
     run = Execution(chunk_bytes_of(chunk_mib), check_scheduler(scheduler, address), address,
                     wants_progress(progress))
     if _chunked(data, output, scheduler or address, run.chunk_bytes):
+        require_chunked(input, output, run.scheduler)
         array = open_chunked(input, data, run.chunk_bytes)
         check_request(ver, array, attributes, axes_input)
         request = Request(ver, opset, axes_list, keepdims, noop_with_empty_axes)
@@ -159,10 +162,11 @@ def eval_command(
 def _chunked(data: np.ndarray | None, output: Path | None, scheduled: object,
              chunk_bytes: int) -> bool:
     """Whether to evaluate in chunks: a zarr input or output, a scheduler asked for, or an
-    input larger than one chunk (smaller ones take the in-memory path, byte for byte)."""
+    input larger than one chunk when dask is installed (smaller ones take the in-memory path,
+    byte for byte)."""
     if data is None or scheduled or (output is not None and is_zarr(output)):
         return True
-    return data.nbytes > chunk_bytes
+    return data.nbytes > chunk_bytes and installed("dask")  # (else the memory map serves)
 
 
 def check_format(path: Path, role: str) -> None:
