@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..spec.dtypes import accumulator, is_float
+from .blocks import blockwise
 from .exact_lse import reference_bound, threshold
 from .reference import integer_log_sum_exp_result, limb_roots, limb_sums
 from .rounding import round_to
@@ -58,10 +59,11 @@ ZERO_SCALE = -(1 << 20)
 
 @dataclass(frozen=True)
 class StateOps:
-    """One op's state: its structured dtype for an input dtype, and the three steps."""
+    """One op's state: its structured dtype for an input dtype, the state of each row of a
+    block (reduced axis last), the merge and the finish."""
 
     state_dtype: Callable[[np.dtype], np.dtype]
-    partial: Callable[[np.ndarray, Axes], np.ndarray]
+    rows: Callable[[np.ndarray, np.ndarray], None]
     merge: Callable[[np.ndarray, Axes], np.ndarray]
     finish: Callable[[np.ndarray, np.dtype], np.ndarray]
 
@@ -69,8 +71,27 @@ class StateOps:
 def partial(op: str, data: np.ndarray, axes: Axes) -> np.ndarray:
     """The state of ``data`` reduced over ``axes`` (normalized, non-negative), kept at length 1.
 
-    ``data`` must be in the machine's byte order."""
-    return STATES[op].partial(data, tuple(axes))
+    ``data`` must be in the machine's byte order. Walked in blocks of
+    :data:`.blocks.BLOCK_ELEMENTS` (the temporaries stay in cache), merged in C order."""
+    ops = STATES[op]
+    axes = tuple(axes)
+    view = np.moveaxis(data, axes, range(data.ndim - len(axes), data.ndim))
+    nkept = data.ndim - len(axes)
+    out = np.empty(view.shape[:nkept], ops.state_dtype(data.dtype))
+
+    def block_state(block: np.ndarray, _: tuple) -> np.ndarray:
+        state = np.empty(block.shape[:-1], out.dtype)
+        ops.rows(block, state)
+        return state
+
+    def merged(pieces: list[np.ndarray]) -> np.ndarray:
+        return ops.merge(np.stack(pieces), (0,))[0]
+
+    if 0 in view.shape[nkept:]:  # an empty piece: the states of no elements
+        ops.rows(np.empty((*out.shape, 0), data.dtype), out)
+    else:
+        blockwise(view, nkept, block_state, merged, out)
+    return out.reshape(_kept_shape(data, axes))
 
 
 def merge(op: str, states: np.ndarray, axes: Axes) -> np.ndarray:
@@ -102,25 +123,21 @@ def log_sum_exp_limit(dtype: np.dtype, n: int, merges: int, group: int) -> float
     return threshold(np.dtype(dtype), (absolute, relative))
 
 
+def merges_along(nblocks: int, group: int) -> int:
+    """How many merges a term goes through when ``nblocks`` pieces are merged in groups of
+    ``group`` (the depth of the tree, plus the merge of the blocks inside a piece)."""
+    return max(1, math.ceil(math.log(max(nblocks, 1), max(group, 2)) - 1e-9)) + 1
+
+
 # ----------------------------------------------------------------------------- helpers
-
-
-def _new(dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
-    return np.empty(shape, dtype)
 
 
 def _kept_shape(data: np.ndarray, axes: Axes) -> tuple[int, ...]:
     return tuple(1 if i in axes else n for i, n in enumerate(data.shape))
 
 
-def _rows(data: np.ndarray, axes: Axes, dtype: np.dtype) -> np.ndarray:
-    """``data`` as ``dtype``, reduced axes moved last and flattened into one contiguous row per
-    output (numpy sums a contiguous row pairwise), kept axes at their places with length 1
-    for the reduced ones: shape ``(*kept_shape, n)``."""
-    moved = np.moveaxis(data, axes, range(data.ndim - len(axes), data.ndim))
-    kept = moved.shape[: data.ndim - len(axes)]
-    rows = moved.astype(dtype, order="C").reshape(*kept, -1)
-    return rows.reshape(*_kept_shape(data, axes), rows.shape[-1])
+def _new(like: np.ndarray, axes: Axes) -> np.ndarray:
+    return np.empty(_kept_shape(like, axes), like.dtype)
 
 
 # ----------------------------------------------------------------------------- ReduceSum
@@ -130,19 +147,17 @@ def _sum_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype([("sum", accumulator(dtype) if is_float(dtype) else dtype)])
 
 
-def _sum_partial(data: np.ndarray, axes: Axes) -> np.ndarray:
-    state = _new(_sum_dtype(data.dtype), _kept_shape(data, axes))
+def _sum_rows(block: np.ndarray, state: np.ndarray) -> None:
     acc = state.dtype["sum"]
+    if not is_float(block.dtype):
+        state["sum"] = np.add.reduce(block, axis=-1, dtype=acc)
+        return
     with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf is NaN, as IEEE says
-        if acc == np.float64 or not is_float(data.dtype):  # float64 sums of narrow floats
-            state["sum"] = np.add.reduce(data, axis=axes, dtype=acc, keepdims=True)
-        else:  # float64 input: pairwise in extended precision, as the reference
-            state["sum"] = np.add.reduce(_rows(data, axes, acc), axis=-1)
-    return state
+        state["sum"] = np.add.reduce(block.astype(acc, order="C"), axis=-1)  # pairwise
 
 
 def _sum_merge(states: np.ndarray, axes: Axes) -> np.ndarray:
-    merged = _new(states.dtype, _kept_shape(states, axes))
+    merged = _new(states, axes)
     with np.errstate(invalid="ignore", over="ignore"):
         merged["sum"] = np.add.reduce(states["sum"], axis=axes, keepdims=True,
                                       dtype=states.dtype["sum"])
@@ -163,30 +178,26 @@ def _l2_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype([("exp", np.int32), ("ssq", accumulator(dtype))])
 
 
-def _l2_partial(data: np.ndarray, axes: Axes) -> np.ndarray:
-    state = _new(_l2_dtype(data.dtype), _kept_shape(data, axes))
-    if not is_float(data.dtype):
-        state["limbs"] = limb_sums(_rows(data, axes, data.dtype))
-        return state
-    acc = state.dtype["ssq"]
-    if acc == np.float64:  # float16/bfloat16/float32: squares fit float64, no scaling
-        wide = data.astype(acc)
+def _l2_rows(block: np.ndarray, state: np.ndarray) -> None:
+    if not is_float(block.dtype):
+        state["limbs"] = limb_sums(block)
+        return
+    wide = block.astype(state.dtype["ssq"], order="C")
+    if wide.dtype == np.float64:  # float16/bfloat16/float32: squares fit float64, no scaling
         state["exp"] = 0
-        state["ssq"] = np.add.reduce(np.square(wide, out=wide), axis=axes, keepdims=True)
-        return state
-    rows = _rows(data, axes, acc)
-    magnitude = np.abs(rows).max(axis=-1, initial=0.0)
+        state["ssq"] = np.add.reduce(np.square(wide, out=wide), axis=-1)
+        return
+    magnitude = np.abs(wide).max(axis=-1, initial=0.0)
     finite = np.isfinite(magnitude)
     scale = np.frexp(np.where(finite, magnitude, 1.0))[1]
     scale = np.where(magnitude == 0, ZERO_SCALE, np.where(finite, scale, 0))
-    scaled = np.ldexp(rows, -scale[..., None])
+    scaled = np.ldexp(wide, -scale[..., None], out=wide)
     state["exp"] = scale
     state["ssq"] = np.add.reduce(np.square(scaled, out=scaled), axis=-1)
-    return state
 
 
 def _l2_merge(states: np.ndarray, axes: Axes) -> np.ndarray:
-    merged = _new(states.dtype, _kept_shape(states, axes))
+    merged = _new(states, axes)
     if "limbs" in states.dtype.names:
         merged["limbs"] = np.add.reduce(states["limbs"], axis=axes, keepdims=True)
         return merged
@@ -216,35 +227,32 @@ def _lse_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype([("peak", acc), ("tail", acc), ("ties", acc)])
 
 
-def _lse_partial(data: np.ndarray, axes: Axes) -> np.ndarray:
-    state = _new(_lse_dtype(data.dtype), _kept_shape(data, axes))
-    if not is_float(data.dtype):
-        return _integer_lse_partial(data, axes, state)
-    rows = _rows(data, axes, state.dtype["peak"])
+def _lse_rows(block: np.ndarray, state: np.ndarray) -> None:
+    if not is_float(block.dtype):
+        _integer_lse_rows(block, state)
+        return
+    wide = block.astype(state.dtype["peak"], order="C")
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        peak = rows.max(axis=-1, initial=-np.inf)
+        peak = wide.max(axis=-1, initial=-np.inf)
         shift = np.where(np.isfinite(peak), peak, 0)
-        centred = np.subtract(rows, shift[..., None], out=rows)
+        centred = np.subtract(wide, shift[..., None], out=wide)
         below = centred < 0
         terms = np.exp(np.minimum(centred, 0, out=centred), out=centred)
         state["tail"] = np.add.reduce(np.where(below, terms, 0), axis=-1)
         state["ties"] = np.add.reduce(~below, axis=-1)  # elements equal to a finite peak
     state["peak"] = peak
-    return state
 
 
-def _integer_lse_partial(data: np.ndarray, axes: Axes, state: np.ndarray) -> np.ndarray:
-    rows = _rows(data, axes, data.dtype)
-    peak = rows.max(axis=-1, initial=np.iinfo(data.dtype).min)
-    gaps = peak[..., None].astype(np.uint64) - rows.astype(np.uint64)  # exact, modulo 2**64
+def _integer_lse_rows(block: np.ndarray, state: np.ndarray) -> None:
+    peak = block.max(axis=-1, initial=np.iinfo(block.dtype).min)
+    gaps = peak[..., None].astype(np.uint64) - block.astype(np.uint64)  # exact, modulo 2**64
     state["peak"] = peak
     state["total"] = np.add.reduce(np.exp(-gaps.astype(np.float64)), axis=-1)
-    state["count"] = rows.shape[-1]
-    return state
+    state["count"] = block.shape[-1]
 
 
 def _lse_merge(states: np.ndarray, axes: Axes) -> np.ndarray:
-    merged = _new(states.dtype, _kept_shape(states, axes))
+    merged = _new(states, axes)
     peak = states["peak"].max(axis=axes, keepdims=True)
     merged["peak"] = peak
     if "count" in states.dtype.names:
@@ -275,13 +283,7 @@ def _lse_finish(state: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 STATES: dict[str, StateOps] = {
-    "ReduceSum": StateOps(_sum_dtype, _sum_partial, _sum_merge, _sum_finish),
-    "ReduceL2": StateOps(_l2_dtype, _l2_partial, _l2_merge, _l2_finish),
-    "ReduceLogSumExp": StateOps(_lse_dtype, _lse_partial, _lse_merge, _lse_finish),
+    "ReduceSum": StateOps(_sum_dtype, _sum_rows, _sum_merge, _sum_finish),
+    "ReduceL2": StateOps(_l2_dtype, _l2_rows, _l2_merge, _l2_finish),
+    "ReduceLogSumExp": StateOps(_lse_dtype, _lse_rows, _lse_merge, _lse_finish),
 }
-
-
-def merges_along(nblocks: int, group: int) -> int:
-    """How many merges a term goes through when ``nblocks`` pieces are merged in groups of
-    ``group`` (the depth of the tree, at least one: the final merge)."""
-    return max(1, math.ceil(math.log(max(nblocks, 1), max(group, 2)) - 1e-9) + 1)

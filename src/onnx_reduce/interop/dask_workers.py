@@ -1,0 +1,57 @@
+"""numba's thread count on dask workers, so that workers x threads stays within the cores.
+
+The dask front door (:mod:`.dask_ops`) computes its chunk states in numpy and launches no numba
+kernel; numpy arrays reduced inside dask tasks (``x.map_blocks(onnx_reduce.reduce_sum, ...)``,
+a user's own task) take the compiled kernels, which start one thread per core by default. On a
+machine running W worker processes of T threads each, give each kernel ``cores // (W * T)``
+threads (at least 1):
+
+* for worker processes you start: ``NUMBA_NUM_THREADS=1`` in their environment
+  (``LocalCluster(..., env={"NUMBA_NUM_THREADS": "1"})``, or the shell of ``dask worker``);
+* on a cluster you connect to: ``client.register_plugin(NumbaThreads(1))`` (every worker,
+  now and those that join later; effective where no compiled kernel has run yet).
+
+Kernels come from numba's on-disk cache (``__pycache__`` beside the installed sources), so a
+worker compiles nothing that an earlier process on the machine compiled.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+from distributed.diagnostics.plugin import WorkerPlugin
+
+
+class NumbaThreads(WorkerPlugin):
+    """Give numba's parallel kernels ``threads`` threads on every worker.
+
+    numba's count is per thread (``numba.set_num_threads`` holds for the calling thread only)
+    and its pool is sized once, at the first parallel launch, from ``NUMBA_NUM_THREADS``. So
+    the plugin sets that variable and reloads numba's configuration when no kernel has run in
+    the worker yet (the pool then has ``threads`` threads, for every task thread); on a worker
+    where one has, it warns (start workers with the variable set instead)."""
+
+    name = "onnx-reduce-numba-threads"
+
+    def __init__(self, threads: int) -> None:
+        if type(threads) is not int or threads < 1:
+            raise ValueError(f"NumbaThreads: threads must be an int >= 1, got {threads!r}")
+        self.threads = threads
+
+    def setup(self, worker) -> None:
+        os.environ["NUMBA_NUM_THREADS"] = str(self.threads)
+        if "numba" not in sys.modules:
+            return  # read when numba is first imported
+        import numba
+        from numba.np.ufunc import parallel
+
+        if parallel._is_initialized:
+            if self.threads != numba.config.NUMBA_NUM_THREADS:
+                warnings.warn(
+                    f"NumbaThreads: numba's pool on worker {worker.address} already has "
+                    f"{numba.config.NUMBA_NUM_THREADS} threads; start workers with "
+                    f"NUMBA_NUM_THREADS={self.threads}", RuntimeWarning, stacklevel=1)
+            return
+        numba.config.reload_config()

@@ -1,0 +1,108 @@
+"""The dask front door on a real cluster (worker processes, a Client connected by address) and
+on the threaded scheduler with several threads, numba's kernels inside its tasks included."""
+
+import numpy as np
+import pytest
+
+import onnx_reduce
+from onnx_reduce.kernels.dispatch import kernel_path
+
+da = pytest.importorskip("dask.array")
+dask = pytest.importorskip("dask")
+distributed = pytest.importorskip("distributed")
+from onnx_reduce.interop.dask_workers import NumbaThreads  # noqa: E402
+
+OPS = [onnx_reduce.reduce_sum, onnx_reduce.reduce_l2, onnx_reduce.reduce_log_sum_exp]
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A client connected by address to 2 worker processes of 1 thread each."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster.scheduler_address) as connected:
+        yield connected
+
+
+def _numpy_path(reduce, data, **kwargs):
+    with kernel_path("reference"):
+        return reduce(data, **kwargs)
+
+
+@pytest.mark.parametrize("reduce", OPS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_the_cluster_computes_the_numpy_result(client, reduce, dtype):
+    data = (np.random.default_rng(4).standard_normal((40, 30)) * 50).astype(dtype)
+    lazy = da.from_array(data, chunks=(7, 4))
+    result = reduce(lazy, axes=[1], keepdims=False, opset=18)
+    got = client.compute(result).result()
+    want = _numpy_path(reduce, data, axes=[1], keepdims=False, opset=18)
+    if np.dtype(dtype) == np.float64:
+        np.testing.assert_array_max_ulp(got, want, maxulp=1)
+    else:
+        np.testing.assert_array_equal(got, want)
+    assert len(client.scheduler_info()["workers"]) == 2
+
+
+def test_near_cancelling_log_sum_exp_is_recomputed_on_a_worker(client):
+    """log-softmax rows: the recomputation reads its rows from the input on the worker."""
+    logits = np.random.default_rng(6).standard_normal((6, 50)) * 3
+    rows = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    data = da.from_array(rows, chunks=(2, 9))
+    got = client.compute(onnx_reduce.reduce_log_sum_exp(data, axes=[1])).result()
+    import oracle
+
+    exact = oracle.exact("ReduceLogSumExp", rows, [1])
+    assert oracle.max_ulp_error(got, exact, rows.dtype) <= 2.0
+
+
+def test_a_lazy_source_is_never_held_whole(client):
+    """An array built on the workers (dask random) is reduced there; the result is exact
+    against the same array computed separately."""
+    lazy = da.random.default_rng(1).standard_normal((64, 4096), chunks=(16, 1024))
+    data = client.compute(lazy).result()
+    got = client.compute(onnx_reduce.reduce_l2(lazy, axes=[0, 1])).result()
+    np.testing.assert_array_equal(got, _numpy_path(onnx_reduce.reduce_l2, data))
+
+
+def test_numba_threads_plugin_sizes_the_pool_on_every_worker(client):
+    client.register_plugin(NumbaThreads(1))
+
+    def threads():
+        import numba
+
+        return numba.config.NUMBA_NUM_THREADS, numba.get_num_threads()
+
+    results = client.run(threads)
+    assert len(results) == 2
+    assert set(results.values()) == {(1, 1)}
+    task = client.submit(threads, pure=False).result()
+    assert task == (1, 1)
+
+
+def test_numba_threads_refuses_a_bad_count():
+    with pytest.raises(ValueError, match="threads must be an int >= 1"):
+        NumbaThreads(0)
+
+
+@pytest.mark.parametrize("reduce", OPS)
+def test_threaded_scheduler_with_several_threads(reduce):
+    data = np.random.default_rng(7).standard_normal((64, 512)).astype(np.float32)
+    lazy = da.from_array(data, chunks=(8, 64))
+    result = reduce(lazy, axes=[0])
+    with dask.config.set(scheduler="threads", num_workers=4):
+        got = result.compute()
+    np.testing.assert_array_equal(got, _numpy_path(reduce, data, axes=[0]))
+
+
+def test_compiled_kernels_inside_dask_threads_neither_crash_nor_deadlock():
+    """numpy blocks reduced by the compiled kernels in 4 dask threads at once, blocks large
+    enough for the kernels' own threads: same values as one call per block in this thread."""
+    data = np.random.default_rng(8).standard_normal((8, 1 << 17)).astype(np.float32)
+    lazy = da.from_array(data, chunks=(1, 1 << 17))
+    for reduce in OPS:
+        blockwise = lazy.map_blocks(reduce, axes=[1], dtype=np.float32)
+        with dask.config.set(scheduler="threads", num_workers=4):
+            got = blockwise.compute()
+        want = np.concatenate([reduce(data[i:i + 1], axes=[1]) for i in range(8)])
+        np.testing.assert_array_equal(got, want)
