@@ -7,8 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 import zarr
+from onnx import numpy_helper
 from typer.testing import CliRunner
 
 import oracle
@@ -187,3 +189,17 @@ def test_a_failed_npy_stream_leaves_no_file(tmp_path: Path, monkeypatch) -> None
     assert result.exit_code == 2
     assert "No space left on device" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npy"]
+
+
+def test_pb_input_on_a_scheduler_and_zarr_into_pb(tmp_path: Path) -> None:
+    data = sample("float64", (20, 9), seed=5)
+    (tmp_path / "x.pb").write_bytes(numpy_helper.from_array(data).SerializeToString())
+    result = invoke("eval", "sum", tmp_path / "x.pb", "--axes", "0", "-o", tmp_path / "y.npy",
+                    "--scheduler", "synchronous", *TINY_CHUNKS)
+    assert result.exit_code == 0, result.stderr
+    assert_within_contract("ReduceSum", data, [0], np.load(tmp_path / "y.npy"))
+    source = save_zarr(tmp_path / "x.zarr", data)
+    result = invoke("eval", "sum", source, "--axes", "0", "-o", tmp_path / "y.pb")
+    assert result.exit_code == 0, result.stderr
+    written = numpy_helper.to_array(onnx.load_tensor(str(tmp_path / "y.pb")))
+    assert_within_contract("ReduceSum", data, [0], written)
