@@ -64,7 +64,7 @@ def _compute_locally(collection: Any, name: str, progress: bool) -> Any:
 def _compute_on_cluster(client: Any, collection: Any, progress: bool) -> Any:
     future = client.compute(collection)
     if progress:
-        ClusterBar([future])
+        show_cluster_progress([future])
     return future.result()
 
 
@@ -116,7 +116,7 @@ class TaskBar:
         self._progress.advance(self._task)
 
 
-def ClusterBar(futures: list) -> None:
+def show_cluster_progress(futures: list) -> None:
     """Show a rich progress bar of ``futures`` and their dependencies until they finish."""
     from distributed.diagnostics.progressbar import TextProgressBar
     from rich.progress import Progress
