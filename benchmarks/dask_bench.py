@@ -1,7 +1,7 @@
 """onnx-reduce on dask against dask's own reductions, on a LocalCluster, for arrays larger than
 any worker holds: throughput, peak memory per worker and accuracy in ulps.
 
-    .venv/bin/python benchmarks/dask_bench.py                     # 4 GiB per dtype (~25 min)
+    .venv/bin/python benchmarks/dask_bench.py                     # 4 GiB per dtype (~1 h here)
     .venv/bin/python benchmarks/dask_bench.py --gib 0.25 --repeats 1 --out /tmp/dask.md
 
 The input is a zarr store on disk (uncompressed, written chunk by chunk from a seeded generator,
