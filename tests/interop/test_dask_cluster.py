@@ -17,10 +17,12 @@ OPS = [onnx_reduce.reduce_sum, onnx_reduce.reduce_l2, onnx_reduce.reduce_log_sum
 
 @pytest.fixture(scope="module")
 def client():
-    """A client connected by address to 2 worker processes of 1 thread each."""
+    """A client connected by address to 2 worker processes of 1 thread each, numba's pool
+    sized to 1 thread on each (2 workers x 1 x 1 <= the 2 cores CI has)."""
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
+                                  dashboard_address=":0") as cluster, \
             distributed.Client(cluster.scheduler_address) as connected:
+        connected.register_plugin(NumbaThreads(1))
         yield connected
 
 
@@ -65,9 +67,44 @@ def test_a_lazy_source_is_never_held_whole(client):
     np.testing.assert_array_equal(got, _numpy_path(onnx_reduce.reduce_l2, data))
 
 
-def test_numba_threads_plugin_sizes_the_pool_on_every_worker(client):
-    client.register_plugin(NumbaThreads(1))
+def _kernel_compilations() -> tuple[int, int]:
+    """(loaded from numba's disk cache, compiled) over the compiled kernels this process ran."""
+    import sys
 
+    hits = misses = 0
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("onnx_reduce.kernels.fast"):
+            continue
+        for value in vars(module).values():
+            stats = getattr(value, "stats", None)
+            if hasattr(stats, "cache_misses"):
+                hits += sum(stats.cache_hits.values())
+                misses += sum(stats.cache_misses.values())
+    return hits, misses
+
+
+def test_workers_load_the_compiled_kernels_from_the_disk_cache(client):
+    """Chunks holding whole rows run the compiled kernels on the workers: loaded from the
+    cache this process wrote (or read), and never compiled again by later tasks. (A kernel
+    another process is writing to the cache at the same moment may still be compiled once:
+    numba's cache index is rewritten whole by each writer.)"""
+    data = np.random.default_rng(10).standard_normal((8, 4096)).astype(np.float32)
+    for reduce in OPS:
+        reduce(data[:2], axes=[1])  # compiled or loaded here: on disk now
+    lazy = da.from_array(data, chunks=(2, 4096))
+    for reduce in OPS:
+        got = client.compute(reduce(lazy, axes=[1])).result()
+        np.testing.assert_array_equal(got, reduce(data, axes=[1]))
+    first = client.run(_kernel_compilations)
+    assert sum(hits for hits, _ in first.values()) > 0, first
+    for reduce in OPS:  # more tasks of the same kernels: nothing compiled
+        client.compute(reduce(lazy * 2, axes=[1])).result()
+    again = client.run(_kernel_compilations)
+    assert {worker: misses for worker, (_, misses) in again.items()} == \
+        {worker: misses for worker, (_, misses) in first.items()}
+
+
+def test_numba_threads_plugin_sizes_the_pool_on_every_worker(client):
     def threads():
         import numba
 
@@ -106,3 +143,16 @@ def test_compiled_kernels_inside_dask_threads_neither_crash_nor_deadlock():
             got = blockwise.compute()
         want = np.concatenate([reduce(data[i:i + 1], axes=[1]) for i in range(8)])
         np.testing.assert_array_equal(got, want)
+
+
+def test_numba_threads_warns_where_the_pool_already_runs(monkeypatch):
+    """numba's pool is sized once: on a worker where it runs, the plugin says how to fix it."""
+    import numba
+    from numba.np.ufunc import parallel
+
+    monkeypatch.setenv("NUMBA_NUM_THREADS", str(numba.config.NUMBA_NUM_THREADS))  # restored
+    monkeypatch.setattr(parallel, "_is_initialized", True)
+    worker = type("Worker", (), {"address": "tcp://worker:1234"})()
+    threads = numba.config.NUMBA_NUM_THREADS + 1
+    with pytest.warns(RuntimeWarning, match=f"start workers with NUMBA_NUM_THREADS={threads}"):
+        NumbaThreads(threads).setup(worker)

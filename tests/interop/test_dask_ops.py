@@ -138,3 +138,31 @@ def test_specials_in_some_chunks_follow_the_math():
         for reduce in OPS:
             np.testing.assert_array_equal(reduce(lazy, axes=[1]).compute(),
                                           _numpy_path(reduce, data, axes=[1]))
+
+
+@pytest.mark.parametrize("reduce", OPS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("keepdims", [True, False])
+def test_chunks_holding_whole_slices_take_the_in_memory_path(reduce, dtype, keepdims,
+                                                             monkeypatch):
+    """One chunk along the reduced axes: no states, each chunk reduced as in memory (the
+    compiled kernels' bits: float64 rows within the contract of each other)."""
+    from onnx_reduce.kernels import states
+
+    monkeypatch.setattr(states, "partial", None)  # the states are not used
+    data = (np.random.default_rng(11).standard_normal((12, 3, 300)) * 5).astype(dtype)
+    lazy = da.from_array(data, chunks=(5, 2, 300))
+    result = reduce(lazy, axes=[2], keepdims=keepdims)
+    want = reduce(data, axes=[2], keepdims=keepdims)
+    assert (result.shape, result.dtype) == (want.shape, want.dtype)
+    got = result.compute()
+    if np.dtype(dtype) == np.float64:
+        np.testing.assert_array_max_ulp(got, want, maxulp=2)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+def test_unknown_chunk_sizes_are_refused_with_the_way_out():
+    lazy = da.from_array(np.arange(10.0), chunks=3)
+    with pytest.raises(ValueError, match=r"ReduceSum-13: .*compute_chunk_sizes\(\)"):
+        onnx_reduce.reduce_sum(lazy[lazy > 2])

@@ -2,7 +2,9 @@
 
 ``reduce_sum(x, ...)`` on a ``dask.array.Array`` returns a ``dask.array.Array``; nothing is
 computed until ``.compute()``, and the call is validated at once (the numpy path's messages).
-The graph is a ``dask.array.reduction`` over the partial states of
+Where every chunk holds whole reduced slices (``x.numblocks`` is 1 along the reduced axes), each
+chunk goes through the in-memory path, compiled kernels included, and gives its bits.
+Otherwise the graph is a ``dask.array.reduction`` over the partial states of
 :mod:`onnx_reduce.kernels.states`: each chunk to its state (``chunk``), states merged in
 groups of ``split_every`` (``combine``), merged and rounded once (``aggregate``).
 ReduceLogSumExp outputs that nearly cancel their maximum are then recomputed from their own
@@ -18,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ..functions import plan_for, reduce_array
-from ..kernels import states
+from ..functions import plan_for, reduce_array, version_label
+from ..kernels import blocks, states
 from ..kernels.exact_lse import refine_log_sum_exp, suspects
 from ..pipeline import native
 from ..spec.dtypes import is_float
@@ -32,6 +34,10 @@ def reduce(op: str, data: Any, axes, keepdims, noop, opset, split_every: int | N
     """``op`` of the dask array ``data`` as a lazy dask array (the functions' front door)."""
     import dask.array as da
 
+    if any(math.isnan(size) for size in data.shape):
+        raise ValueError(
+            f"{version_label(op, opset)}: data has unknown chunk sizes (shape {data.shape}); "
+            f"call data.compute_chunk_sizes() first")
     _, plan = plan_for(op, data.dtype, data.shape, axes, keepdims, noop, opset)
     dtype = data.dtype.newbyteorder("=") if not data.dtype.isnative else data.dtype
     run = functools.partial(reduce_array, op, axes=axes, keepdims=keepdims, noop=noop,
@@ -40,6 +46,8 @@ def reduce(op: str, data: Any, axes, keepdims, noop, opset, split_every: int | N
         return data.map_blocks(_apply, run, dtype=dtype)
     if plan.reduced_size == 0:  # no data to read; the numpy path gives the values or error
         return da.from_array(run(np.empty(data.shape, data.dtype)))
+    if all(data.numblocks[axis] == 1 for axis in plan.axes):  # each chunk holds whole slices
+        return _per_chunk(data, run, plan, dtype)
     group = split_every or SPLIT_EVERY
     result = da.reduction(
         data, functools.partial(_chunk, op), functools.partial(_aggregate, op, dtype),
@@ -48,8 +56,10 @@ def reduce(op: str, data: Any, axes, keepdims, noop, opset, split_every: int | N
     )
     if op == "ReduceLogSumExp" and is_float(dtype):
         nblocks = math.prod(data.numblocks[axis] for axis in plan.axes)
+        chunk = math.prod(max(data.chunks[axis]) for axis in plan.axes)
+        widest = max(group, math.ceil(chunk / blocks.BLOCK_ELEMENTS))  # blocks in a chunk
         merges = states.merges_along(nblocks, group)
-        limit = states.log_sum_exp_limit(dtype, plan.reduced_size, merges, group)
+        limit = states.log_sum_exp_limit(dtype, plan.reduced_size, merges, widest)
         refine = functools.partial(_refine_block, _Source(data, plan.axes), limit)
         result = result.map_blocks(refine, dtype=dtype)
     if not plan.keepdims:
@@ -59,6 +69,16 @@ def reduce(op: str, data: Any, axes, keepdims, noop, opset, split_every: int | N
 
 def _apply(block: np.ndarray, run) -> np.ndarray:
     return run(block)
+
+
+def _per_chunk(data: Any, run, plan, dtype: np.dtype) -> Any:
+    """Chunks that hold whole reduced slices: each chunk is reduced by the in-memory path
+    (its compiled kernels, its bits), no states to merge."""
+    if plan.keepdims:
+        chunks = tuple((1,) if axis in plan.axes else sizes
+                       for axis, sizes in enumerate(data.chunks))
+        return data.map_blocks(_apply, run, dtype=dtype, chunks=chunks)
+    return data.map_blocks(_apply, run, dtype=dtype, drop_axis=plan.axes)
 
 
 def _chunk(op: str, block: np.ndarray, axis: tuple, keepdims: bool, computing_meta=False):

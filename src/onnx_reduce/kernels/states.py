@@ -140,6 +140,27 @@ def _new(like: np.ndarray, axes: Axes) -> np.ndarray:
     return np.empty(_kept_shape(like, axes), like.dtype)
 
 
+def _wide(block: np.ndarray, acc: np.dtype) -> np.ndarray:
+    """A copy of ``block`` in ``acc``, in the block's own memory order (a copy into another
+    order reads a column block at a few hundred MB/s)."""
+    return block.astype(acc, order="K")
+
+
+def _row_sums(terms: np.ndarray) -> np.ndarray:
+    """Pairwise sums along the last axis (at most 2 log2(n) roundings per term): numpy's own
+    on a contiguous axis; halving passes over contiguous halves on a strided one (where
+    numpy adds term by term, n roundings)."""
+    if terms.shape[-1] <= 8 or terms.strides[-1] == terms.itemsize:
+        return np.add.reduce(terms, axis=-1)
+    while terms.shape[-1] > 1:
+        half = terms.shape[-1] // 2
+        summed = terms[..., :half] + terms[..., half:2 * half]
+        if terms.shape[-1] % 2:
+            summed[..., 0] += terms[..., -1]
+        terms = summed
+    return terms[..., 0]
+
+
 # ----------------------------------------------------------------------------- ReduceSum
 
 
@@ -153,7 +174,7 @@ def _sum_rows(block: np.ndarray, state: np.ndarray) -> None:
         state["sum"] = np.add.reduce(block, axis=-1, dtype=acc)
         return
     with np.errstate(invalid="ignore", over="ignore"):  # inf + -inf is NaN, as IEEE says
-        state["sum"] = np.add.reduce(block.astype(acc, order="C"), axis=-1)  # pairwise
+        state["sum"] = _row_sums(_wide(block, acc))
 
 
 def _sum_merge(states: np.ndarray, axes: Axes) -> np.ndarray:
@@ -182,10 +203,10 @@ def _l2_rows(block: np.ndarray, state: np.ndarray) -> None:
     if not is_float(block.dtype):
         state["limbs"] = limb_sums(block)
         return
-    wide = block.astype(state.dtype["ssq"], order="C")
+    wide = _wide(block, state.dtype["ssq"])
     if wide.dtype == np.float64:  # float16/bfloat16/float32: squares fit float64, no scaling
         state["exp"] = 0
-        state["ssq"] = np.add.reduce(np.square(wide, out=wide), axis=-1)
+        state["ssq"] = _row_sums(np.square(wide, out=wide))
         return
     magnitude = np.abs(wide).max(axis=-1, initial=0.0)
     finite = np.isfinite(magnitude)
@@ -193,7 +214,7 @@ def _l2_rows(block: np.ndarray, state: np.ndarray) -> None:
     scale = np.where(magnitude == 0, ZERO_SCALE, np.where(finite, scale, 0))
     scaled = np.ldexp(wide, -scale[..., None], out=wide)
     state["exp"] = scale
-    state["ssq"] = np.add.reduce(np.square(scaled, out=scaled), axis=-1)
+    state["ssq"] = _row_sums(np.square(scaled, out=scaled))
 
 
 def _l2_merge(states: np.ndarray, axes: Axes) -> np.ndarray:
@@ -231,14 +252,14 @@ def _lse_rows(block: np.ndarray, state: np.ndarray) -> None:
     if not is_float(block.dtype):
         _integer_lse_rows(block, state)
         return
-    wide = block.astype(state.dtype["peak"], order="C")
+    wide = _wide(block, state.dtype["peak"])
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         peak = wide.max(axis=-1, initial=-np.inf)
         shift = np.where(np.isfinite(peak), peak, 0)
         centred = np.subtract(wide, shift[..., None], out=wide)
         below = centred < 0
         terms = np.exp(np.minimum(centred, 0, out=centred), out=centred)
-        state["tail"] = np.add.reduce(np.where(below, terms, 0), axis=-1)
+        state["tail"] = _row_sums(np.multiply(terms, below, out=terms))  # the peak's: 0
         state["ties"] = np.add.reduce(~below, axis=-1)  # elements equal to a finite peak
     state["peak"] = peak
 
