@@ -273,6 +273,34 @@ def _data_bytes(rng: random.Random, kind: str) -> bytes:
     return rng.choice((flip_bytes, truncate, random_bytes))(rng, seed)
 
 
+def make_zarr_case(rng: random.Random, folder: Path) -> list[str]:
+    """A small zarr store (v2 or v3, compressed or not) with its metadata or one chunk damaged,
+    deleted or left intact; ``eval`` on it, to a zarr or ``.npy`` output or printed."""
+    import zarr
+
+    store = folder / "d.zarr"
+    dtype = rng.choice(("float32", "float64", "int64", "float16", "uint8", "bool"))
+    shape = tuple(rng.choice((0, 1, 3, 7)) for _ in range(rng.randint(1, 3)))
+    array = zarr.create_array(store=str(store), shape=shape, dtype=dtype,
+                              chunks=tuple(rng.randint(1, 3) for _ in shape),
+                              zarr_format=rng.choice((2, 3)),
+                              compressors=None if rng.random() < 0.3 else "auto")
+    array[...] = np.ones(shape, dtype)
+    files = sorted(p for p in store.rglob("*") if p.is_file())
+    target = rng.choice(files)
+    damage = rng.choice(("flip", "truncate", "random", "delete", "none"))
+    if damage == "delete":
+        target.unlink()
+    elif damage != "none":
+        mutation = {"flip": flip_bytes, "truncate": truncate, "random": random_bytes}[damage]
+        target.write_bytes(mutation(rng, target.read_bytes()))
+    output = rng.choice(([], ["-o", str(folder / "y.zarr")], ["-o", str(folder / "y.npy")]))
+    chunking = ["--chunk-mib", "0.0001"] if rng.random() < 0.5 else []
+    op = rng.choice(("sum", "l2", "logsumexp"))
+    return ["eval", op, str(store), *eval_options(rng), *output, *chunking,
+            "--scheduler", "synchronous"]
+
+
 # --- outcomes -------------------------------------------------------------------------------------
 
 
@@ -296,14 +324,15 @@ def message_class(line: str, folder: Path) -> str:
     return " ".join(text.split()[:7])
 
 
-def run_cases(count: int, seed: int, folder: Path) -> collections.Counter:
+def run_cases(count: int, seed: int, folder: Path, maker: Callable = make_case
+              ) -> collections.Counter:
     rng = random.Random(seed)
     runner = CliRunner()
     outcomes: collections.Counter = collections.Counter()
     for index in range(count):
         case = folder / f"case{index}"
         case.mkdir()
-        args = make_case(rng, case)
+        args = maker(rng, case)
         key = run_case(runner, args, case)
         if key.startswith("FAILURE"):
             key = f"{key} <- {args}"
@@ -351,6 +380,17 @@ def test_fuzz_the_loaders_in_process(tmp_path: Path) -> None:
     assert not failures, "\n".join(failures)
     assert outcomes["result"] > 0  # the mutations leave some inputs valid
     assert sum(outcomes.values()) == CASES
+
+
+def test_fuzz_zarr_stores_in_process(tmp_path: Path) -> None:
+    count = max(CASES // 5, 1)
+    outcomes = run_cases(count, SEED, tmp_path, make_zarr_case)
+    print(f"\n{count} zarr fuzz cases (seed {SEED}):")
+    for key, number in outcomes.most_common():
+        print(f"  {number:5d}  {key}")
+    failures = [key for key in outcomes if key.startswith("FAILURE")]
+    assert not failures, "\n".join(failures)
+    assert outcomes["result"] > 0
 
 
 @pytest.mark.parametrize("index", range(3))

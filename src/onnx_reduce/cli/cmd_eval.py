@@ -11,13 +11,26 @@ import numpy as np
 import typer
 
 from ..pipeline import execute, plan_call
+from ..plan import ReductionPlan
 from ..spec import REGISTRY, OpVersion, latest, resolve
 from . import tensors
-from .errors import shown, user_errors
+from .chunked_eval import (
+    DEFAULT_CHUNK_MIB,
+    Execution,
+    Request,
+    chunk_bytes_of,
+    evaluate_chunked,
+    installed,
+    open_chunked,
+    require_chunked,
+)
+from .errors import UserError, shown, user_errors
 from .files import check_writable
 from .limits import check_fits
 from .options import op_name, parse_axes
 from .present import console, describe, describe_type, duration, preview
+from .schedulers import check_scheduler, wants_progress
+from .sources import is_zarr
 
 _OP_HELP = (f"{', '.join(r.name for r in REGISTRY)} "
             f"(or {', '.join(r.aliases[0] for r in REGISTRY)}).")
@@ -31,7 +44,8 @@ InputArg = Annotated[
     Path,
     typer.Argument(
         metavar="INPUT",
-        help="The data tensor: a .npy file (memory-mapped) or an ONNX TensorProto .pb file.",
+        help="The data tensor: a .npy file (memory-mapped; read in chunks when larger than "
+        "--chunk-mib), an ONNX TensorProto .pb file, or a zarr store (a directory, v3 or v2).",
         show_default=False,
     ),
 ]
@@ -64,11 +78,36 @@ OpsetOpt = Annotated[
 OutputOpt = Annotated[
     Path | None,
     typer.Option(
-        "--output", "-o", help="Write the result to this .npy or .pb file instead of printing it.",
+        "--output", "-o",
+        help="Write the result to this .npy or .pb file, or a .zarr store (v3), instead of "
+        "printing it. .npy and .zarr are written chunk by chunk.",
         show_default=False,
     ),
 ]
-ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite an existing output file.")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite an existing output.")]
+SchedulerOpt = Annotated[
+    str | None,
+    typer.Option(help="Evaluate in chunks with this dask scheduler: threads, processes, "
+                 "synchronous, or distributed (a local cluster unless --address).",
+                 show_default=False),
+]
+AddressOpt = Annotated[
+    str | None,
+    typer.Option(help="A running dask scheduler to evaluate on, e.g. tcp://10.0.0.5:8786 "
+                 "(its workers must see the input and output paths).", show_default=False),
+]
+ChunkOpt = Annotated[
+    float, typer.Option("--chunk-mib", help="Chunk size of the chunked evaluation, in MiB.")
+]
+ProgressOpt = Annotated[
+    bool | None,
+    typer.Option("--progress/--no-progress",
+                 help="A progress bar on stderr (default: when stderr is a terminal).",
+                 show_default=False),
+]
+
+#: Input and output formats of ``eval``: tensor files and zarr stores.
+EVAL_FORMATS = (".npy", ".pb", ".zarr")
 
 
 def eval_command(
@@ -80,16 +119,32 @@ def eval_command(
     opset: OpsetOpt = None,
     output: OutputOpt = None,
     force: ForceOpt = False,
+    scheduler: SchedulerOpt = None,
+    address: AddressOpt = None,
+    chunk_mib: ChunkOpt = DEFAULT_CHUNK_MIB,
+    progress: ProgressOpt = None,
 ) -> None:
-    """Apply one operator to a tensor read from a .npy or .pb file.
+    """Apply one operator to a tensor read from a .npy or .pb file or a zarr store.
 
     Example: onnx-reduce eval logsumexp x.npy --axes 1 --keepdims 0 --opset 18
     """
     ver = _version(op_name(op), opset)
+    check_format(input, "input")
     if output is not None:
-        check_writable(output, force)
-    data = tensors.read_tensor(input)
-    attributes, axes_input = request_for(ver, parse_axes(axes), keepdims, noop_with_empty_axes)
+        check_format(output, "output")
+        check_writable(output, force, store=is_zarr(output))
+    data = None if is_zarr(input) else tensors.read_tensor(input)
+    axes_list = parse_axes(axes)
+    attributes, axes_input = request_for(ver, axes_list, keepdims, noop_with_empty_axes)
+    run = Execution(chunk_bytes_of(chunk_mib), check_scheduler(scheduler, address), address,
+                    wants_progress(progress))
+    if _chunked(data, output, scheduler or address, run.chunk_bytes):
+        require_chunked(input, output, run.scheduler)
+        array = open_chunked(input, data, run.chunk_bytes)
+        check_request(ver, array, attributes, axes_input)
+        request = Request(ver, opset, axes_list, keepdims, noop_with_empty_axes)
+        evaluate_chunked(request, input, array, output, force, run)
+        return
     check_output_fits(ver, data, attributes, axes_input)
     started = time.perf_counter()
     with user_errors():
@@ -106,13 +161,40 @@ def eval_command(
     out.print(f"  values  {preview(result)}", markup=False)
 
 
+def _chunked(data: np.ndarray | None, output: Path | None, scheduled: object,
+             chunk_bytes: int) -> bool:
+    """Whether to evaluate in chunks: a zarr input or output, a scheduler asked for, or an
+    input larger than one chunk when dask is installed (smaller ones take the in-memory path,
+    byte for byte)."""
+    if data is None or scheduled or (output is not None and is_zarr(output)):
+        return True
+    return data.nbytes > chunk_bytes and installed("dask")  # (else the memory map serves)
+
+
+def check_format(path: Path, role: str) -> None:
+    """Refuse a file whose suffix names no format of ``eval``."""
+    if is_zarr(path) or path.suffix.lower() in EVAL_FORMATS:
+        return
+    suffix = path.suffix.lower() or "(none)"
+    raise UserError(f"{shown(path)}: unsupported {role} format {suffix!r}; "
+                    "use .npy, .pb or a .zarr store")
+
+
+def check_request(
+    ver: OpVersion, data, attributes: dict, axes_input: np.ndarray | None
+) -> ReductionPlan:
+    """Validate and plan the request for ``data``'s dtype and shape (the messages of the
+    in-memory path)."""
+    with user_errors():
+        return plan_call(ver, data.dtype, data.shape, attributes, axes_input)
+
+
 def check_output_fits(
     ver: OpVersion, data: np.ndarray, attributes: dict, axes_input: np.ndarray | None
 ) -> None:
     """Refuse, before any work, a request that is invalid or whose output cannot fit in memory
     (an empty input of shape (0, 10**17) reduced over axis 0 has 10**17 outputs)."""
-    with user_errors():
-        plan = plan_call(ver, data.dtype, data.shape, attributes, axes_input)
+    plan = check_request(ver, data, attributes, axes_input)
     nbytes = math.prod(plan.output_shape) * data.dtype.itemsize
     check_fits(nbytes, f"{ver.label}: the output {describe_type(data.dtype, plan.output_shape)}")
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import tempfile
 import threading
@@ -38,17 +39,22 @@ _FATAL_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP")
                        if hasattr(signal, name))
 
 
-def check_writable(path: Path, force: bool) -> None:
-    """Fail early (before any work) unless ``path`` can be written."""
+def check_writable(path: Path, force: bool, *, store: bool = False) -> None:
+    """Fail early (before any work) unless ``path`` can be written (``store``: a directory
+    store such as zarr's, which ``force`` may replace)."""
     path = Path(path)
-    check_target(path, force)
+    check_target(path, force, store=store)
     check_directory(path.parent)
 
 
-def check_target(path: Path, force: bool) -> None:
-    """Fail if ``path`` is a directory, or exists and ``force`` is not given."""
-    if path.is_dir():
-        raise UserError(f"{shown(path)}: is a directory")
+def check_target(path: Path, force: bool, *, store: bool = False) -> None:
+    """Fail if ``path`` is a directory (unless ``store`` and it is a store too), or exists and
+    ``force`` is not given."""
+    if path.is_dir() and not (store and is_store(path)):
+        raise UserError(f"{shown(path)}: is a directory" + (
+            " that is not a zarr store (not replaced)" if store else ""))
+    if store and path.exists() and not path.is_dir():
+        raise UserError(f"{shown(path)}: is a file, not a zarr store (not replaced)")
     if path.exists() and not force:
         raise UserError(f"{shown(path)}: already exists (use --force to overwrite)")
 
@@ -90,6 +96,55 @@ def atomic_path(path: Path, *, force: bool) -> Iterator[Path]:
             raise
 
 
+def is_store(path: Path) -> bool:
+    """Whether the directory ``path`` holds a zarr store's metadata (v3 or v2)."""
+    return any((path / name).exists() for name in ("zarr.json", ".zarray", ".zgroup"))
+
+
+@contextmanager
+def atomic_directory(path: Path, *, force: bool) -> Iterator[Path]:
+    """:func:`atomic_path` for a directory store: yield an empty temporary directory next to
+    ``path`` to fill; on success it takes ``path``'s place (an existing store, with ``force``,
+    is moved aside first and removed after), on failure it is removed and ``path`` untouched."""
+    path = Path(path)
+    check_writable(path, force, store=True)
+    remove_stale_temporaries(path)
+    with _signals_raise():
+        temporary = Path(tempfile.mkdtemp(
+            dir=path.parent, prefix=f".{path.stem}.{os.getpid()}.", suffix=f".tmp{path.suffix}"
+        ))
+        try:
+            yield temporary
+            _publish_directory(temporary, path, force)
+        except OSError as error:
+            shutil.rmtree(temporary, ignore_errors=True)
+            raise UserError(f"{shown(path)}: cannot write ({write_failure(error)})") from error
+        except BaseException:
+            shutil.rmtree(temporary, ignore_errors=True)
+            raise
+
+
+def _publish_directory(temporary: Path, path: Path, force: bool) -> None:
+    """Move ``temporary`` to ``path``; an existing store goes to a temporary name first (two
+    renames: POSIX cannot replace a non-empty directory in one) and is removed last."""
+    if path.exists() and not force:  # appeared while we were writing
+        raise UserError(f"{shown(path)}: already exists (use --force to overwrite)")
+    os.chmod(temporary, path.stat().st_mode & 0o777 if path.exists() else 0o777 & ~_umask())
+    if not path.exists():
+        os.rename(temporary, path)
+        return
+    old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.stem}.{os.getpid()}.",
+                                suffix=f".tmp{path.suffix}"))
+    os.rename(path, old / "old")
+    try:
+        os.rename(temporary, path)
+    except OSError:
+        os.rename(old / "old", path)
+        raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def write_failure(error: OSError) -> str:
     """Why a write failed, in a few words.
 
@@ -119,7 +174,10 @@ def remove_stale_temporaries(path: Path) -> list[Path]:
     for candidate in path.parent.glob(f".{glob_escape(path.stem)}.*.tmp{glob_escape(path.suffix)}"):
         match = pattern.fullmatch(candidate.name)
         if match and not _process_exists(int(match.group(1))):
-            candidate.unlink(missing_ok=True)
+            if candidate.is_dir() and not candidate.is_symlink():
+                shutil.rmtree(candidate, ignore_errors=True)
+            else:
+                candidate.unlink(missing_ok=True)
             removed.append(candidate)
     return removed
 
@@ -176,6 +234,10 @@ def _file_mode(path: Path) -> int:
     """The mode of the file being replaced, else the mode ``open`` would give a new file."""
     if path.exists():
         return path.stat().st_mode & 0o777
+    return 0o666 & ~_umask()
+
+
+def _umask() -> int:
     umask = os.umask(0)
     os.umask(umask)
-    return 0o666 & ~umask
+    return umask
