@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from ..kernels.exact_lse import two_prod
 from .cases import Case
 
 #: dtype -> (significand bits with the implicit one, smallest normal exponent)
@@ -118,23 +119,9 @@ def _exact_sum(values: np.ndarray) -> tuple[float, float]:
 
 def _squares(row: np.ndarray) -> np.ndarray:
     a = row.astype(np.float64)
-    square = a * a
     if row.dtype != np.float64:
-        return square  # at most 2 x 24 significant bits: exact
-    return np.concatenate([square, _product_error(a, a, square)])
-
-
-def _product_error(a: np.ndarray, b: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """a * b - p exactly, for p = fl(a * b) (Dekker's split; no overflow in the data here)."""
-    a_hi, a_lo = _split(a)
-    b_hi, b_lo = _split(b)
-    return ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
-
-
-def _split(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    c = 134217729.0 * a  # 2**27 + 1
-    hi = c - (c - a)
-    return hi, a - hi
+        return a * a  # at most 2 x 24 significant bits: exact
+    return np.concatenate(two_prod(a, a))  # no overflow in the data here
 
 
 def _sqrt_pair(hi: float, lo: float) -> tuple[float, float]:
@@ -143,7 +130,7 @@ def _sqrt_pair(hi: float, lo: float) -> tuple[float, float]:
     if root == 0.0:
         return 0.0, 0.0
     r = np.array([root])
-    square_err = float(_product_error(r, r, r * r)[0])
+    square_err = float(two_prod(r, r)[1][0])
     residual = ((hi - root * root) - square_err) + lo
     return root, residual / (2.0 * root)
 

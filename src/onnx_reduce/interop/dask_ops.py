@@ -24,6 +24,7 @@ import numpy as np
 from ..functions import plan_for, reduce_array, version_label
 from ..kernels import blocks, states
 from ..pipeline import native
+from ..spec import native_dtype
 
 #: Default number of states merged by one task (dask's own default is 4).
 SPLIT_EVERY = 16
@@ -38,7 +39,7 @@ def reduce(op: str, data: Any, axes, keepdims, noop, opset, split_every: int | N
             f"{version_label(op, opset)}: data has unknown chunk sizes (shape {data.shape}); "
             f"call data.compute_chunk_sizes() first")
     _, plan = plan_for(op, data.dtype, data.shape, axes, keepdims, noop, opset)
-    dtype = data.dtype.newbyteorder("=") if not data.dtype.isnative else data.dtype
+    dtype = native_dtype(data.dtype)
     run = functools.partial(reduce_array, op, axes=axes, keepdims=keepdims, noop=noop,
                             opset=opset)
     if plan.noop:  # elementwise: the numpy path block by block

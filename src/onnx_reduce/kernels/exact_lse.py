@@ -273,6 +273,18 @@ def dd_sum_rows(h: np.ndarray, low: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return h[:, 0], low[:, 0]
 
 
+def dd_sums(high: np.ndarray, low: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Along the last axis of (high, low) pairs: (head, tail), the double-double sum
+    (:func:`dd_sum_rows`) of the pairs whose ``high`` is finite, and ``plain``, the plain sum of
+    ``high`` (inf or NaN where an element is; a non-finite term cannot enter a double-double)."""
+    finite = np.isfinite(high)
+    plain = np.add.reduce(high, axis=-1)
+    rows = (-1, high.shape[-1])
+    head, tail = dd_sum_rows(np.where(finite, high, 0.0).reshape(rows),
+                             np.where(finite, low, 0.0).reshape(rows))
+    return head.reshape(plain.shape), tail.reshape(plain.shape), plain
+
+
 def _double_double_lse(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(head, tail, bound): LSE of each row as head + tail within ``bound``."""
     finite = rows > -np.inf

@@ -32,6 +32,7 @@ from .blocks import blockwise
 from .exact_log_sum import floor_log, log_sum_suspects, refine_log_sum
 from .exact_lse import (
     dd_sum_rows,
+    dd_sums,
     reference_bound,
     refine_log_sum_exp,
     suspects,
@@ -120,13 +121,7 @@ def _float64_sum_square(view: np.ndarray, nkept: int, plan: ReductionPlan) -> np
 
     def sums(block: np.ndarray, kept_index: tuple) -> np.ndarray:
         scaled = np.ldexp(block, -scale_exp[kept_index][..., None])
-        high, low = two_prod(scaled, scaled)
-        finite = np.isfinite(high)
-        plain = np.add.reduce(high, axis=-1)
-        rows = (-1, block.shape[-1])
-        head, tail = dd_sum_rows(np.where(finite, high, 0.0).reshape(rows),
-                                 np.where(finite, low, 0.0).reshape(rows))
-        return np.stack([head.reshape(plain.shape), tail.reshape(plain.shape), plain], axis=-1)
+        return np.stack(dd_sums(*two_prod(scaled, scaled)), axis=-1)
 
     parts = np.empty((*plan.kept_shape, 3), np.float64)
     with np.errstate(invalid="ignore", over="ignore", under="ignore"):

@@ -56,7 +56,7 @@ from ..spec.dtypes import accumulator, is_float
 from . import exact_lse
 from .blocks import blockwise
 from .exact_log_sum import log_sum_suspects, refine_log_sum, sum_bound
-from .exact_lse import SAFETY, dd_sum_rows, reference_bound, refine_log_sum_exp, threshold, two_prod
+from .exact_lse import SAFETY, dd_sums, reference_bound, refine_log_sum_exp, threshold, two_prod
 from .reference import (
     floor_logs,
     half_sums,
@@ -411,15 +411,12 @@ def _dd_square_rows(block: np.ndarray, state: np.ndarray) -> None:
 
 def _dd_store(state: np.ndarray, high: np.ndarray, low: np.ndarray) -> None:
     """``state``'s (head, tail): the double-double sums of (high, low) along the last axis,
-    or the plain sum of ``high`` where it is not finite."""
-    finite = np.isfinite(high)
-    plain = np.add.reduce(np.where(finite, 0.0, high), axis=-1)  # 0, inf or NaN
-    rows = (-1, high.shape[-1])
-    head, tail = dd_sum_rows(np.where(finite, high, 0.0).reshape(rows),
-                             np.where(finite, low, 0.0).reshape(rows))
-    bad = plain != 0
-    state["head"] = np.where(bad, plain, head.reshape(plain.shape))
-    state["tail"] = np.where(bad, 0.0, tail.reshape(plain.shape))
+    or the plain sum of ``high`` where it is not finite (``high`` is a scaled square or a
+    rescaled head: a finite sum stays finite)."""
+    head, tail, plain = dd_sums(high, low)
+    bad = ~np.isfinite(plain)
+    state["head"] = np.where(bad, plain, head)
+    state["tail"] = np.where(bad, 0.0, tail)
 
 
 def _sum_square_merge(states: np.ndarray, axes: Axes) -> np.ndarray:
