@@ -11,11 +11,20 @@ from hypothesis import strategies as st
 
 import oracle
 from onnx_reduce.kernels import blocks, states
+from onnx_reduce.kernels.dispatch import kernel_path
 from onnx_reduce.kernels.exact_lse import reference_bound, threshold
 from onnx_reduce.spec.ops import REGISTRY
+from state_checks import finished, within_contract
 
 OPS = tuple(record.name for record in REGISTRY)
 FLOATS = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
+
+
+@pytest.fixture(autouse=True, params=["reference", "auto"])
+def rows_path(request):
+    """Every test with the numpy rows and with the compiled rows (:mod:`.fast.state_rows`)."""
+    with kernel_path(request.param):
+        yield request.param
 
 
 def _pieces(op, data, axis, cuts):
@@ -36,30 +45,7 @@ def _reduce_in_pieces(op, data, axis, cuts, group=None):
         depth += 1
     state = states.merge(op, merged, (axis,))
     tree = states.Tree(data.shape[axis], depth + 1, max(pieces, group or 0))
-    return _finished(op, state, data, (axis,), tree)
-
-
-def _finished(op, state, data, axes, tree):
-    """``state`` finished, the outputs :func:`states.suspects` flags recomputed from their
-    input slices (as the dask front door does)."""
-    values = np.ascontiguousarray(states.finish(op, state, data.dtype))
-    flagged = np.flatnonzero(states.suspects(op, state, values, data.dtype, tree))
-    if flagged.size:
-        moved = np.moveaxis(data, axes, range(data.ndim - len(axes), data.ndim))
-        rows = moved.reshape(values.size, -1)[flagged]
-        picked = values.reshape(-1)[flagged].copy()
-        states.refine(op, rows, picked)
-        values.reshape(-1)[flagged] = picked
-    return values
-
-
-def _within_contract(result, op, data, axes):
-    exact = oracle.exact(op, data, axes)
-    if data.dtype.kind in "iu":
-        assert result.tolist() == oracle.round_array(exact, data.dtype).tolist()
-        return
-    bound = 2.0 if data.dtype == np.float64 else 1.0
-    assert oracle.max_ulp_error(result, exact, data.dtype) <= bound
+    return finished(op, state, data, (axis,), tree)
 
 
 @settings(max_examples=60, deadline=None)
@@ -68,7 +54,7 @@ def _within_contract(result, op, data, axes):
 def test_any_cutting_and_grouping_is_within_the_contract(op, dtype, seed, cuts, group):
     data = (np.random.default_rng(seed).standard_normal((3, 40)) * 4).astype(dtype)
     result = _reduce_in_pieces(op, data, 1, sorted(cuts), group)
-    _within_contract(result, op, data, [1])
+    within_contract(result, op, data, [1])
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -80,7 +66,7 @@ def test_integer_states_are_exact(op, dtype):
     if op == "ReduceLogSum":  # positive sums (beyond the dtype: exact), not wrapped
         data = np.array([[info.max, info.max, 3, 0, 1, info.max], [1, 0, 0, 0, 0, 1]], dtype)
     for cuts in ([], [1], [1, 1, 4], [0, 2, 3, 5, 6]):
-        _within_contract(_reduce_in_pieces(op, data, 1, cuts, 2), op, data, [1])
+        within_contract(_reduce_in_pieces(op, data, 1, cuts, 2), op, data, [1])
 
 
 @pytest.mark.parametrize(("values", "what"), [([3, -3, 0], "-inf"), ([-2, 1], "NaN")])
@@ -160,7 +146,7 @@ def test_specials_and_empty_pieces_follow_the_math(op, dtype):
     for cuts in ([0, 0, 3], [1, 2, 3, 4, 5], [6]):
         with np.errstate(all="ignore"):
             result = _reduce_in_pieces(op, data, 1, cuts, 2)
-        _within_contract(result, op, data, [1])
+        within_contract(result, op, data, [1])
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -180,8 +166,8 @@ def test_partial_walks_blocks_and_merges_them(op, monkeypatch):
     monkeypatch.setattr(blocks, "BLOCK_ELEMENTS", 7)
     state = states.partial(op, data, (0, 2))
     assert state.shape == (1, 6, 1)
-    result = _finished(op, state, data, (0, 2), states.Tree(45, 2, 7))
-    _within_contract(result, op, data, [0, 2])
+    result = finished(op, state, data, (0, 2), states.Tree(45, 2, 7))
+    within_contract(result, op, data, [0, 2])
 
 
 def test_every_registry_op_has_a_state():
@@ -202,7 +188,7 @@ def test_log_sum_near_one_is_recomputed(dtype):
     tree = states.Tree(5, 2, 3)
     assert states.suspects("ReduceLogSum", merged, plain, data.dtype, tree).all()
     result = _reduce_in_pieces("ReduceLogSum", data, 1, [2, 3])
-    _within_contract(result, "ReduceLogSum", data, [1])
+    within_contract(result, "ReduceLogSum", data, [1])
     assert result.astype(np.float64).tolist() == [[2.0**-80], [2.0**-80]]  # log1p(2**-80)
 
 

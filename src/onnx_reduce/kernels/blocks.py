@@ -73,3 +73,23 @@ def blockwise(
             partials.append(partial(flat, kept_index))
         out[kept_index] = partials[0] if len(partials) == 1 else combine(partials)
     return out
+
+
+def column_blocks(view: np.ndarray, nkept: int,
+                  width: int = 4096) -> Iterator[tuple[slice, np.ndarray]] | None:
+    """The 2-D (kept, reduced) blocks of ``view`` (its first ``nkept`` axes kept) when its kept
+    axes flatten, without a copy, into one contiguous axis (an outer-axis reduction): each a
+    slice of the flat kept outputs and its block, ``width`` outputs wide (accumulators that
+    stay in cache; each reduced index reads one contiguous run); None for other layouts.
+
+    >>> x = np.zeros((6, 4))
+    >>> [(s, b.shape) for s, b in column_blocks(np.moveaxis(x, 0, 1), 1, width=3)]
+    [(slice(0, 3, None), (3, 6)), (slice(3, 4, None), (1, 6))]
+    """
+    kept = math.prod(view.shape[:nkept])
+    reduced = math.prod(view.shape[nkept:])
+    flat = view.reshape(kept, reduced)
+    if kept < 2 or not np.may_share_memory(flat, view) or flat.strides[0] != flat.itemsize:
+        return None
+    return ((slice(start, min(start + width, kept)), flat[start:start + width])
+            for start in range(0, kept, width))

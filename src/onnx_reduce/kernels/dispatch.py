@@ -24,6 +24,7 @@ import importlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +38,11 @@ Kernel = Callable[[np.ndarray, ReductionPlan], "np.ndarray | None"]
 Bound = Callable[[np.ndarray], "np.ndarray | None"]
 Binder = Callable[[np.dtype, ReductionPlan], "Bound | None"]
 
+#: Compiled rows of a partial state: ``rows(block, state, numpy_rows)``.
+StateRows = Callable[[np.ndarray, np.ndarray, Callable], None]
+
 _loaded: dict[str, tuple[Kernel, Binder] | None] = {}
+_rows_for: Any = None  # not loaded yet; False where the compiled rows cannot load
 
 PATHS = ("auto", "reference", "fast")
 _path: ContextVar[str] = ContextVar("onnx_reduce_kernel_path", default="auto")
@@ -126,6 +131,27 @@ def has_fast(op: str) -> bool:
     """Whether ``op`` has fast kernels here (their module and functions import); without them
     every call takes the reference path, and ``kernel_path("fast")`` raises."""
     return _fast(op) is not None
+
+
+def state_rows(op: str, dtype: np.dtype) -> StateRows | None:
+    """The compiled rows of ``op``'s partial states for blocks of ``dtype``
+    (:mod:`.fast.state_rows`); None on the ``"reference"`` path, without numba, or where the
+    numpy rows of :mod:`.states` serve."""
+    global _rows_for
+    if _path.get() == "reference":
+        return None
+    if _rows_for is None:
+        with first_import:  # no fork while importing (see onnx_reduce.kernels.fast)
+            _rows_for = _import_rows_for()
+    return _rows_for(op, dtype) if _rows_for else None
+
+
+def _import_rows_for() -> Callable | bool:
+    try:
+        from .fast.state_rows import rows_for
+    except ImportError:
+        return False
+    return rows_for
 
 
 def _fast_kernel(op: str) -> Kernel | None:

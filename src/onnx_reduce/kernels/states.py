@@ -53,10 +53,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..spec.dtypes import accumulator, is_float
-from . import exact_lse
+from . import blocks, exact_lse
 from .blocks import blockwise
+from .dispatch import state_rows
 from .exact_log_sum import log_sum_suspects, refine_log_sum, sum_bound
-from .exact_lse import SAFETY, dd_sums, reference_bound, refine_log_sum_exp, threshold, two_prod
+from .exact_lse import (
+    SAFETY,
+    dd_sums,
+    fast_bound,
+    reference_bound,
+    refine_log_sum_exp,
+    threshold,
+    two_prod,
+)
 from .reference import (
     floor_logs,
     half_sums,
@@ -103,23 +112,34 @@ def partial(op: str, data: np.ndarray, axes: Axes) -> np.ndarray:
     """The state of ``data`` reduced over ``axes`` (normalized, non-negative), kept at length 1.
 
     ``data`` must be in the machine's byte order. Walked in blocks of
-    :data:`.blocks.BLOCK_ELEMENTS` (the temporaries stay in cache), merged in C order."""
+    :data:`.blocks.BLOCK_ELEMENTS` (the temporaries stay in cache), merged in C order; each
+    block's rows by the compiled kernels of :mod:`.fast.state_rows` where they serve (float
+    inputs, except float64 ReduceLogSumExp), else by numpy."""
     ops = STATES[op]
     axes = tuple(axes)
     view = np.moveaxis(data, axes, range(data.ndim - len(axes), data.ndim))
     nkept = data.ndim - len(axes)
     out = np.empty(view.shape[:nkept], ops.state_dtype(data.dtype))
+    compiled = state_rows(op, data.dtype)
 
     def block_state(block: np.ndarray, _: tuple) -> np.ndarray:
         state = np.empty(block.shape[:-1], out.dtype)
-        ops.rows(block, state)
+        if compiled is None:
+            ops.rows(block, state)
+        else:
+            compiled(block, state, ops.rows)
         return state
 
     def merged(pieces: list[np.ndarray]) -> np.ndarray:
         return ops.merge(np.stack(pieces), (0,))[0]
 
+    columns = None if compiled is None else blocks.column_blocks(view, nkept)
     if 0 in view.shape[nkept:]:  # an empty piece: the states of no elements
         ops.rows(np.empty((*out.shape, 0), data.dtype), out)
+    elif columns is not None:  # compiled, across the contiguous kept axis
+        flat = out.reshape(-1)
+        for where, block in columns:
+            compiled(block, flat[where], ops.rows)
     else:
         blockwise(view, nkept, block_state, merged, out)
     return out.reshape(_kept_shape(data, axes))
@@ -166,9 +186,13 @@ def log_sum_exp_limit(dtype: np.dtype, n: int, merges: int, group: int) -> float
     (``n`` elements reduced, each term through at most ``merges`` merges of at most ``group``
     states) may be off by more than the contract, so must be recomputed from its data.
 
-    The bound of the one-pass reference plus, per merge, the rescaling exp (4 ulp), its
-    product and the shift's rounding (2 ulp) and the sum of ``group`` states, times 2."""
+    The bound of the one-pass reference (float64: or of the compiled rows, whose terms are
+    the fast kernels' :func:`.exact_lse.fast_bound`, if larger) plus, per merge, the rescaling
+    exp (4 ulp), its product and the shift's rounding (2 ulp) and the sum of ``group``
+    states, times 2."""
     absolute, relative = reference_bound(np.dtype(dtype), n)
+    if np.dtype(dtype) == np.float64:
+        absolute = max(absolute, fast_bound(np.dtype(dtype), n)[0])
     if n > 1:
         wide = float(np.finfo(accumulator(dtype)).eps) / 2
         absolute += 2.0 * merges * (6 + group) * wide

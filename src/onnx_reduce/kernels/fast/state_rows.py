@@ -1,0 +1,412 @@
+"""Compiled partial states of float rows, for :func:`onnx_reduce.kernels.states.partial`.
+
+The numpy ``rows`` of :data:`..states.STATES` widen each block to its accumulator and sum it;
+for float64 that accumulator is x87 ``long double``, which numpy computes element by element
+(~50 ns per exp, ~20 per square). These kernels fill the same states from the same blocks in
+one compiled pass per row (two for LogSumExp and L2's float64 scale), and at least as precisely:
+
+* float16/bfloat16/float32: float64 sums of the widened terms (squares exact in float64), as the
+  numpy rows; ReduceLogSumExp's terms by :func:`._exp.exp_nonpos` (0.5 ulp, numpy's assumed 4);
+* float64: double-double sums (error ~``n 2**-104`` relative to the sum of magnitudes, finer
+  than ``long double``'s pairwise ``log2(n) 2**-64``) rounded once into the state; L2 and
+  SumSquare square their power-of-two scaled terms exactly (Dekker) into the double-double.
+
+Rows these kernels do not vouch for go to the numpy rows: float64 rows whose plain sum is not
+finite (an inf or NaN, or a finite overflow ``long double`` would hold), LogSumExp rows whose
+peak is not finite, L2 rows whose largest magnitude is not finite. Blocks are read in place when
+one of their axes is contiguous: by rows (each row's terms adjacent) or by columns (the rows'
+terms at one index adjacent, as an outer-axis reduction gives).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+from numba import njit
+
+from ...spec.dtypes import is_float
+from ..states import ZERO_SCALE
+from ._common import REASSOC, storage_view, widen
+from ._exp import exp_nonpos
+
+#: Terms per lane group of the row-wise double-double sums.
+LANES = 32
+_SPLITTER = 134217729.0  # 2**27 + 1: Dekker's split of a float64 into two 26-bit halves
+#: Below this exponent a row's 2**-exp does not fit a normal float64 (scaled in two steps).
+_LOW_EXP = -1000
+
+RowState = Callable[[np.ndarray, np.ndarray, Callable], None]
+
+
+# ----------------------------------------------------------------------------- narrow floats
+
+
+@njit(cache=True, nogil=True, fastmath=REASSOC)
+def _wide_sums(base, m, n, rs, cs, squares, total):  # pragma: no cover - compiled
+    """float64 sums over rows ``i < m`` of ``n`` narrow-float terms ``base[i*rs + j*cs]``
+    (``cs == 1``: by rows; else ``rs == 1``: by columns), or of their squares (exact in
+    float64). Slices indexed from ``range``: no negative-index wraparound, the loops
+    vectorize."""
+    if cs == 1:
+        for i in range(m):
+            row = base[i * rs:i * rs + n]
+            s = 0.0
+            if squares:
+                for j in range(n):
+                    v = widen(row[j])
+                    s += v * v
+            else:
+                for j in range(n):
+                    s += widen(row[j])
+            total[i] = s
+        return
+    total[:] = 0.0  # m is a column block's width (the caller's): it stays in cache
+    for j in range(n):
+        col = base[j * cs:j * cs + m]
+        if squares:
+            for i in range(m):
+                v = widen(col[i])
+                total[i] += v * v
+        else:
+            for i in range(m):
+                total[i] += widen(col[i])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _exp_term(x, top):  # pragma: no cover - compiled
+    """``exp(x - top)`` for ``x < top`` to 1.28 u relative: ``x - top`` carried exactly
+    (TwoDiff), ``exp(d + dl) = exp(d) + exp(d) dl`` with the half-ulp exp; 0 at and above
+    ``top`` (and for -inf), computed for every term so that the loops vectorize."""
+    d = x - top
+    z = d - x
+    dl = (x - (d - z)) + (-top - z)
+    live = d > -746.0
+    e = exp_nonpos(d if live else -746.0)
+    return e + e * dl if live and x < top else 0.0
+
+
+@njit(cache=True, nogil=True)
+def _lse_tails(base, m, n, rs, cs, peak, head, tail, ties):  # pragma: no cover - compiled
+    """Per row of finite ``peak`` (its maximum): Σ exp(x - peak) over the terms below it, in
+    double-double (``head``, ``tail``), and the number equal to it (``ties``)."""
+    if cs == 1:
+        hi = np.zeros(LANES)
+        lo = np.zeros(LANES)
+        count = np.zeros(LANES)
+        for i in range(m):
+            row = base[i * rs:i * rs + n]
+            top = peak[i]
+            hi[:] = 0.0
+            lo[:] = 0.0
+            count[:] = 0.0
+            full = n - n % LANES
+            for j0 in range(0, full, LANES):
+                for k in range(LANES):
+                    v = widen(row[j0 + k])
+                    hi[k], err = _two_sum(hi[k], _exp_term(v, top))
+                    lo[k] += err
+                    count[k] += 1.0 if v == top else 0.0
+            for k in range(n - full):
+                v = widen(row[full + k])
+                hi[k], err = _two_sum(hi[k], _exp_term(v, top))
+                lo[k] += err
+                count[k] += 1.0 if v == top else 0.0
+            head[i], tail[i] = _lanes_total(hi, lo)
+            ties[i] = count.sum()
+        return
+    head[:] = 0.0
+    tail[:] = 0.0
+    ties[:] = 0.0
+    for j in range(n):
+        col = base[j * cs:j * cs + m]
+        for i in range(m):
+            v = widen(col[i])
+            head[i], err = _two_sum(head[i], _exp_term(v, peak[i]))
+            tail[i] += err
+            ties[i] += 1.0 if v == peak[i] else 0.0
+
+
+@njit(cache=True, nogil=True)
+def _peaks(base, m, n, rs, cs, magnitude, peak):  # pragma: no cover - compiled
+    """The maximum of each row ``i < m`` of terms ``base[i*rs + j*cs]`` (of their magnitudes
+    where ``magnitude``), NaN where one is NaN."""
+    nans = np.zeros(m)
+    peak[:] = -np.inf
+    if cs == 1:
+        for i in range(m):
+            row = base[i * rs:i * rs + n]
+            top = -np.inf
+            nan = 0.0
+            for j in range(n):
+                v = abs(widen(row[j])) if magnitude else widen(row[j])
+                nan += 1.0 if v != v else 0.0
+                top = v if v > top else top
+            peak[i] = top
+            nans[i] = nan
+    else:
+        for j in range(n):
+            col = base[j * cs:j * cs + m]
+            for i in range(m):
+                v = abs(widen(col[i])) if magnitude else widen(col[i])
+                nans[i] += 1.0 if v != v else 0.0
+                peak[i] = v if v > peak[i] else peak[i]
+    for i in range(m):
+        if nans[i]:
+            peak[i] = np.nan
+
+
+# ----------------------------------------------------------------------------- float64
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _two_sum(a, b):  # pragma: no cover - compiled
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _lanes_total(hi, lo):  # pragma: no cover - compiled
+    """The double-double (head, tail) of lanes ``hi[k] + lo[k]``."""
+    s, e = 0.0, 0.0
+    for k in range(hi.size):
+        s, err = _two_sum(s, hi[k])
+        e += err + lo[k]
+    return _two_sum(s, e)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _term(v, scale, rescale, squares):  # pragma: no cover - compiled
+    """The (high, low) double-double of a term: ``v``, or ``(v*scale*rescale)**2`` exactly
+    (Dekker; scaling by powers of two upward, or to a normal result, is exact)."""
+    if not squares:
+        return v, 0.0
+    v = (v * scale) * rescale
+    p = v * v
+    t = _SPLITTER * v
+    hi = t - (t - v)
+    lo = v - hi
+    return p, ((hi * hi - p) + 2.0 * hi * lo) + lo * lo
+
+
+@njit(cache=True, nogil=True)
+def _dd_sums(base, m, n, rs, cs, squares, magnitude, scale, rescale, head,
+             tail):  # pragma: no cover - compiled
+    """Double-double sums over rows ``i < m`` of ``n`` terms ``base[i*rs + j*cs]``: the
+    terms, their magnitudes too (``magnitude``: into ``head[m:]``, ``tail[m:]``), or their
+    exact squares after scaling by ``scale[i] * rescale[i]`` (``squares``). ``head``
+    is a plain float64 sum of the terms' high parts, so not finite when one of them is not
+    or a partial sum overflows (the caller redoes those rows)."""
+    if cs != 1:
+        _dd_columns(base, m, n, cs, squares, magnitude, scale, rescale, head, tail)
+        return
+    hi = np.zeros(LANES)
+    lo = np.zeros(LANES)
+    for part in range(2 if magnitude else 1):
+        for i in range(m):
+            hi[:] = 0.0
+            lo[:] = 0.0
+            f, g = scale[i], rescale[i]
+            row = base[i * rs:i * rs + n]
+            full = n - n % LANES
+            for j0 in range(0, full, LANES):  # LANES independent chains: they vectorize
+                for k in range(LANES):
+                    v = widen(row[j0 + k])
+                    h, e = _term(abs(v) if part else v, f, g, squares)
+                    s, err = _two_sum(hi[k], h)
+                    hi[k] = s
+                    lo[k] += err + e
+            for k in range(n - full):
+                v = widen(row[full + k])
+                h, e = _term(abs(v) if part else v, f, g, squares)
+                s, err = _two_sum(hi[k], h)
+                hi[k] = s
+                lo[k] += err + e
+            head[part * m + i], tail[part * m + i] = _lanes_total(hi, lo)
+
+
+@njit(cache=True, nogil=True)
+def _dd_columns(base, m, n, cs, squares, magnitude, scale, rescale, head, tail):  # pragma: no cover
+    """:func:`_dd_sums` of rows whose terms at one index are adjacent (``rs == 1``)."""
+    hi = np.zeros(m)
+    lo = np.zeros(m)
+    for part in range(2 if magnitude else 1):
+        hi[:] = 0.0
+        lo[:] = 0.0
+        for j in range(n):
+            col = base[j * cs:j * cs + m]
+            for i in range(m):
+                v = widen(col[i])
+                h, e = _term(abs(v) if part else v, scale[i], rescale[i], squares)
+                s, err = _two_sum(hi[i], h)
+                hi[i] = s
+                lo[i] += err + e
+        for i in range(m):
+            s, e = _two_sum(hi[i], lo[i])
+            head[part * m + i] = s
+            tail[part * m + i] = e
+
+
+@njit(cache=True, nogil=True)
+def _scales(peak, exps, scale, rescale):  # pragma: no cover - compiled
+    """From each row's largest magnitude ``peak`` (finite): its binary exponent ``e``
+    (``frexp``; ZERO_SCALE for a row of zeros) and two factors whose product is 2**-e (the
+    second 1 unless 2**-e overflows), which bring every term into (-1, 1) exactly."""
+    for i in range(peak.size):
+        scale[i] = 1.0
+        rescale[i] = 1.0
+        if peak[i] == 0.0:
+            exps[i] = ZERO_SCALE
+            continue
+        _, e = math.frexp(peak[i])
+        exps[i] = e
+        if e > _LOW_EXP:
+            scale[i] = math.ldexp(1.0, -e)
+        else:
+            scale[i] = math.ldexp(1.0, 600)
+            rescale[i] = math.ldexp(1.0, -e - 600)
+
+
+# ----------------------------------------------------------------------------- the rows
+
+
+def _layout(block: np.ndarray) -> tuple[np.ndarray, int, int, int, int] | None:
+    """``(base, m, n, rs, cs)``: the 2-D ``block``'s memory as a 1-D array from its first
+    element, its shape and strides in elements, one of them 1; None when neither axis is
+    contiguous or a stride is negative."""
+    m, n = block.shape
+    size = block.itemsize
+    rs, cs = (stride // size for stride in block.strides)
+    if min(rs, cs) < 0 or any(stride % size for stride in block.strides):
+        return None
+    if n == 1:
+        cs = 1
+    elif m == 1:
+        rs = 1
+    if cs != 1 and rs != 1:
+        return None
+    span = (m - 1) * rs + (n - 1) * cs + 1
+    storage = storage_view(block)
+    base = np.lib.stride_tricks.as_strided(storage, shape=(span,), strides=(size,))
+    return base, m, n, rs, cs
+
+
+def _walk(block: np.ndarray) -> tuple[np.ndarray, int, int, int, int]:
+    flat = block.reshape(-1, block.shape[-1])
+    found = _layout(flat)
+    return found if found is not None else _layout(np.ascontiguousarray(flat))
+
+
+def _redo(block: np.ndarray, state: np.ndarray, bad: np.ndarray, numpy_rows: Callable) -> None:
+    """Rows ``bad`` (flat) of ``state`` from the numpy rows."""
+    if bad.any():
+        flat_state = state.reshape(-1)
+        redone = np.empty(int(bad.sum()), state.dtype)
+        numpy_rows(block.reshape(-1, block.shape[-1])[bad], redone)
+        flat_state[bad] = redone
+
+
+def _total(head: np.ndarray, tail: np.ndarray, acc: np.dtype) -> np.ndarray:
+    """Double-double sums rounded once into the state's accumulator."""
+    if acc == np.float64:
+        return head + tail
+    return head.astype(acc) + tail.astype(acc)
+
+
+def _sum(block, state, numpy_rows) -> None:
+    base, m, n, rs, cs = _walk(block)
+    if block.dtype != np.float64:
+        total = np.empty(m)
+        _wide_sums(base, m, n, rs, cs, False, total)
+        state["sum"] = total.reshape(state.shape)
+        return
+    head, tail, ones = np.empty(m), np.empty(m), np.ones(m)
+    _dd_sums(base, m, n, rs, cs, False, False, ones, ones, head, tail)
+    state["sum"] = _total(head, tail, state.dtype["sum"]).reshape(state.shape)
+    _redo(block, state, ~np.isfinite(head), numpy_rows)
+
+
+def _log_sum(block, state, numpy_rows) -> None:
+    """Every float dtype in double-double: the bound of :func:`.states.log_sum_bound` is the
+    reference path's (pairwise sums), which a plain vectorized sum would exceed."""
+    base, m, n, rs, cs = _walk(block)
+    head, tail, ones = np.empty(2 * m), np.empty(2 * m), np.ones(m)
+    _dd_sums(base, m, n, rs, cs, False, True, ones, ones, head, tail)
+    total = _total(head, tail, state.dtype["sum"])
+    state["sum"] = total[:m].reshape(state.shape)
+    state["magnitude"] = total[m:].reshape(state.shape)
+    _redo(block, state, ~np.isfinite(head[:m] + head[m:]), numpy_rows)
+
+
+def _scaled_squares(block) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """float64 rows: (exp, head, tail, bad): the double-double sums of the squares scaled by
+    2**-exp, and the rows whose largest magnitude is not finite."""
+    base, m, n, rs, cs = _walk(block)
+    peak = np.empty(m)
+    _peaks(base, m, n, rs, cs, True, peak)
+    bad = ~np.isfinite(peak)
+    peak[bad] = 1.0  # redone by the numpy rows
+    exps, scale, rescale = np.empty(m, np.int32), np.empty(m), np.empty(m)
+    _scales(peak, exps, scale, rescale)
+    head, tail = np.empty(m), np.empty(m)
+    _dd_sums(base, m, n, rs, cs, True, False, scale, rescale, head, tail)
+    return exps, head, tail, bad
+
+
+def _l2(block, state, numpy_rows) -> None:
+    if block.dtype != np.float64:
+        base, m, n, rs, cs = _walk(block)
+        total = np.empty(m)
+        _wide_sums(base, m, n, rs, cs, True, total)
+        state["exp"] = 0
+        state["ssq"] = total.reshape(state.shape)
+        return
+    exps, head, tail, bad = _scaled_squares(block)
+    state["exp"] = exps.reshape(state.shape)
+    state["ssq"] = _total(head, tail, state.dtype["ssq"]).reshape(state.shape)
+    _redo(block, state, bad, numpy_rows)
+
+
+def _sum_square(block, state, numpy_rows) -> None:
+    if block.dtype != np.float64:
+        _l2(block, state, numpy_rows)
+        return
+    exps, head, tail, bad = _scaled_squares(block)
+    state["exp"] = exps.reshape(state.shape)
+    state["head"] = head.reshape(state.shape)
+    state["tail"] = tail.reshape(state.shape)
+    _redo(block, state, bad, numpy_rows)
+
+
+def _log_sum_exp(block, state, numpy_rows) -> None:
+    """Rows: the peaks by numpy's vectorized max (NaN where a row holds one); columns: by
+    :func:`_peaks`; the tails in double-double."""
+    base, m, n, rs, cs = _walk(block)
+    if cs == 1:
+        peak = block.reshape(m, n).max(axis=-1).astype(np.float64)
+    else:
+        peak = np.empty(m)
+        _peaks(base, m, n, rs, cs, False, peak)
+    head, tail, ties = np.empty(m), np.empty(m), np.empty(m)
+    _lse_tails(base, m, n, rs, cs, peak, head, tail, ties)
+    state["peak"] = peak.reshape(state.shape)
+    state["tail"] = _total(head, tail, state.dtype["tail"]).reshape(state.shape)
+    state["ties"] = ties.reshape(state.shape)
+    _redo(block, state, ~np.isfinite(peak), numpy_rows)
+
+
+_ROWS: dict[str, RowState] = {
+    "ReduceSum": _sum,
+    "ReduceL2": _l2,
+    "ReduceLogSumExp": _log_sum_exp,
+    "ReduceSumSquare": _sum_square,
+    "ReduceLogSum": _log_sum,
+}
+
+
+def rows_for(op: str, dtype: np.dtype) -> RowState | None:
+    """The compiled ``rows(block, state, numpy_rows)`` of ``op`` for blocks of ``dtype``; None
+    for integers (the numpy rows serve)."""
+    return _ROWS.get(op) if is_float(np.dtype(dtype)) else None

@@ -1,0 +1,147 @@
+"""The compiled rows of the partial states (:mod:`onnx_reduce.kernels.fast.state_rows`): every
+layout a piece can have, and the rows they hand back to numpy (inf, NaN, overflowing sums,
+peaks whose scale leaves the float64 range), within the contract of the exact oracle."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from onnx_reduce.kernels import blocks, states
+from onnx_reduce.kernels.dispatch import kernel_path, state_rows
+from onnx_reduce.kernels.fast import state_rows as compiled_rows
+from state_checks import finished, within_contract
+
+OPS = ("ReduceSum", "ReduceL2", "ReduceLogSumExp", "ReduceSumSquare", "ReduceLogSum")
+FLOATS = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
+
+
+def _layouts(data):
+    """(name, 3-D view, reduced axes): rows (reduced axes contiguous), columns (kept axis
+    contiguous), neither (both strided), reversed (negative strides), a single kept index."""
+    wide = np.repeat(data, 2, axis=-1)
+    return [
+        ("rows", data, (1, 2)),
+        ("columns", data, (0,)),
+        ("middle", data, (1,)),
+        ("neither", wide[..., ::2], (0, 1)),
+        ("reversed", data[::-1, :, ::-1], (2,)),
+        ("one output", data[:1], (1, 2)),
+    ]
+
+
+def _reduced(op, view, axes):
+    state = states.merge(op, states.partial(op, view, axes), axes)
+    n = int(np.prod([view.shape[a] for a in axes]))
+    return finished(op, state, view, axes, states.Tree(n, 2, 2))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(OPS), st.sampled_from(FLOATS), st.integers(0, 2**32 - 1),
+       st.sampled_from([1.0, 1e-3, 300.0]))
+def test_every_layout_is_within_the_contract(op, dtype, seed, scale):
+    data = np.random.default_rng(seed).standard_normal((6, 7, 9)) * scale
+    if op == "ReduceLogSum":
+        data = np.abs(data)
+    data = data.astype(dtype)
+    assert state_rows(op, data.dtype) is not None
+    for _, view, axes in _layouts(data):
+        with np.errstate(all="ignore"):
+            within_contract(_reduced(op, view, axes), op, view, list(axes))
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_rows_with_specials_are_redone_by_numpy(op, dtype):
+    inf, nan = np.inf, np.nan
+    data = np.array([[1, -inf, 3, inf], [nan, 1, 2, 3], [-inf] * 4, [inf, 2, 2, 1],
+                     [0, 0, 0, 0], [2, 2, 2, 2]], dtype)
+    for view, axes in ((data, (1,)), (data.T, (0,))):
+        with np.errstate(all="ignore"):
+            within_contract(_reduced(op, view, axes), op, view, list(axes))
+
+
+@pytest.mark.parametrize("values", [[1e308, 1e308, -1e308], [-1.7e308, -1e308, 1e308, 0.5]])
+def test_a_float64_sum_that_overflows_midway_keeps_its_finite_value(values):
+    """The double-double's plain head overflows; the row goes to the long double rows."""
+    data = np.array([values])
+    for view, axes in ((data, (1,)), (data.T, (0,))):
+        within_contract(_reduced("ReduceSum", view, axes), "ReduceSum", view, list(axes))
+
+
+@pytest.mark.parametrize("op", ["ReduceL2", "ReduceSumSquare"])
+@pytest.mark.parametrize("values", [
+    [5e-324, 1e-320, 2.5e-322],  # subnormal peak: 2**-exp overflows, scaled in two steps
+    [2.0**-1000, 3.0 * 2.0**-1001, 2.0**-1060],
+    [1.7e308, 1e308, 1.0],  # exponent 1024: 2**-exp is subnormal
+    [0.0, -0.0, 0.0],
+])
+def test_float64_scales_reach_both_ends_of_the_range(op, values):
+    data = np.array([values, values[::-1]])
+    for view, axes in ((data, (1,)), (data.T, (0,))):
+        with np.errstate(all="ignore"):
+            within_contract(_reduced(op, view, axes), op, view, list(axes))
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_exact_fields_match_the_numpy_rows(op, dtype):
+    """The fields with one right value (peaks, tie counts, scale exponents) are the numpy
+    rows' own, in rows and in column blocks."""
+    data = np.round(np.random.default_rng(5).standard_normal((70, 33)) * 4).astype(dtype)
+    for view, axes in ((data, (1,)), (data, (0,))):
+        fast = states.partial(op, view, axes)
+        with kernel_path("reference"):
+            slow = states.partial(op, view, axes)
+        for name in set(fast.dtype.names) & {"peak", "ties", "exp"}:
+            assert fast[name].tolist() == slow[name].tolist(), name
+
+
+def test_column_blocks_walk_the_contiguous_kept_axis():
+    data = np.zeros((5, 10))
+    walked = list(blocks.column_blocks(data.T, 1, width=4))
+    assert [where for where, _ in walked] == [slice(0, 4), slice(4, 8), slice(8, 10)]
+    assert all(block.strides[0] == data.itemsize for _, block in walked)
+    assert blocks.column_blocks(data, 1) is None  # rows: the reduced axis is contiguous
+    assert blocks.column_blocks(np.moveaxis(np.zeros((4, 3, 5)), 1, 2), 2) is None  # no flat kept
+
+
+def test_compiled_rows_serve_floats_and_leave_the_rest_to_numpy():
+    assert compiled_rows.rows_for("ReduceSum", np.dtype(np.int32)) is None
+    for dtype in FLOATS:
+        assert compiled_rows.rows_for("ReduceLogSumExp", np.dtype(dtype)) is not None
+    with kernel_path("reference"):
+        assert state_rows("ReduceSum", np.dtype(np.float32)) is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(FLOATS), st.integers(0, 2**32 - 1), st.floats(-40, 3),
+       st.sampled_from(["rows", "columns"]))
+def test_log_sum_exp_near_cancellation_is_within_the_contract(dtype, seed, log2_shift, layout):
+    """log-softmax rows shifted by +-2**k: results from ~0 to ~8 cross every threshold under
+    which :func:`.states.suspects` sends an output back to its slice."""
+    rng = np.random.default_rng(seed)
+    logits = rng.standard_normal((5, 40)) * 3
+    peak = logits.max(axis=1, keepdims=True)
+    log_softmax = logits - (peak + np.log(np.exp(logits - peak).sum(axis=1, keepdims=True)))
+    shift = rng.choice([-1.0, 1.0], size=(5, 1)) * 2.0**log2_shift
+    data = (log_softmax + shift).astype(dtype)
+    view, axes = (data, (1,)) if layout == "rows" else (np.ascontiguousarray(data.T), (0,))
+    result = _reduced("ReduceLogSumExp", view, axes)
+    within_contract(result, "ReduceLogSumExp", view, list(axes))
+
+
+@pytest.mark.parametrize("layout", ["rows", "columns"])
+def test_float64_log_sum_exp_under_one_is_sent_back_to_its_slice(layout):
+    """The compiled float64 tails are the fast kernels' (1.28 u per term, not long double's):
+    results under 1 can be several ulps off unless the limit accounts for it (6.3 ulp were
+    measured when it did not)."""
+    rng = np.random.default_rng(11)
+    logits = rng.standard_normal((120, 40)) * 3
+    peak = logits.max(axis=1, keepdims=True)
+    log_softmax = logits - (peak + np.log(np.exp(logits - peak).sum(axis=1, keepdims=True)))
+    data = log_softmax + 2.0 ** rng.uniform(-12, 1, size=(120, 1))
+    view, axes = (data, (1,)) if layout == "rows" else (np.ascontiguousarray(data.T), (0,))
+    within_contract(_reduced("ReduceLogSumExp", view, axes), "ReduceLogSumExp", view,
+                    list(axes))
