@@ -119,6 +119,42 @@ def test_numba_threads_plugin_sizes_the_pool_on_every_worker(client):
     assert task == (1, 1)
 
 
+def test_fitting_numba_threads_shares_each_host_among_its_workers(monkeypatch):
+    """Two workers of one thread on one host, 8 cores: 4 numba threads each; a worker started
+    with NUMBA_NUM_THREADS keeps it."""
+    import os
+
+    scheduler = type("Client", (), {"scheduler_info": lambda self, n_workers: {"workers": {
+        "tcp://10.0.0.1:1": {"host": "10.0.0.1"}, "tcp://10.0.0.1:2": {"host": "10.0.0.1"},
+        "tcp://10.0.0.2:1": {"host": "10.0.0.2"}}}})()
+    plugin = NumbaThreads.fitting(scheduler)
+    assert plugin.per_host == {"10.0.0.1": 2, "10.0.0.2": 1}
+    applied = []
+    monkeypatch.setattr(plugin, "_apply", lambda worker, threads: applied.append(threads))
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    state = type("State", (), {"nthreads": 1})()
+    for address in ("tcp://10.0.0.1:1", "tcp://10.0.0.2:1"):
+        monkeypatch.delenv("NUMBA_NUM_THREADS", raising=False)
+        plugin.setup(type("Worker", (), {"address": address, "state": state})())
+    monkeypatch.setenv("NUMBA_NUM_THREADS", "3")
+    plugin.setup(type("Worker", (), {"address": "tcp://10.0.0.1:1", "state": state})())
+    assert applied == [4, 8]
+
+
+def test_the_cli_fits_numba_threads_on_a_cluster_it_connects_to(client):
+    from onnx_reduce.cli import schedulers
+
+    def setting():
+        import os
+
+        return os.environ.get("NUMBA_NUM_THREADS")
+
+    with schedulers._client(client.scheduler.address) as connected:
+        assert set(connected.run(setting).values()) == {"1"}  # the fixture's, kept
+        plugins = connected.run(lambda dask_worker: sorted(dask_worker.plugins))
+        assert all(NumbaThreads.name in names for names in plugins.values())
+
+
 def test_numba_threads_refuses_a_bad_count():
     with pytest.raises(ValueError, match="threads must be an int >= 1"):
         NumbaThreads(0)

@@ -87,6 +87,9 @@ def _client(address: str | None) -> Iterator[Any]:
         raise UserError(f"cannot connect to the scheduler at {shown(address)!r} "
                         f"({one_line(str(error)) or type(error).__name__})") from None
     with client:
+        from ..interop.dask_workers import NumbaThreads
+
+        client.register_plugin(NumbaThreads.fitting(client))  # workers x threads <= cores
         yield client
 
 

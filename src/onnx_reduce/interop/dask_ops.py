@@ -47,7 +47,9 @@ def reduce(op: str, data: Any, axes, keepdims, noop, opset, split_every: int | N
     if plan.reduced_size == 0:  # no data to read; the numpy path gives the values or error
         return da.from_array(run(np.empty(data.shape, data.dtype)))
     if all(data.numblocks[axis] == 1 for axis in plan.axes):  # each chunk holds whole slices
-        return _per_chunk(data, run, plan, dtype)
+        kept = functools.partial(reduce_array, op, axes=axes, keepdims=True, noop=noop,
+                                 opset=opset)
+        return _per_chunk(data, kept, plan, dtype)
     group = split_every or SPLIT_EVERY
     refined = states.refines(op, dtype)  # the aggregate keeps the state; a step finishes it
     merged = states.state_dtype(op, dtype) if refined else dtype
@@ -72,14 +74,15 @@ def _apply(block: np.ndarray, run) -> np.ndarray:
     return run(block)
 
 
-def _per_chunk(data: Any, run, plan, dtype: np.dtype) -> Any:
+def _per_chunk(data: Any, kept, plan, dtype: np.dtype) -> Any:
     """Chunks that hold whole reduced slices: each chunk is reduced by the in-memory path
-    (its compiled kernels, its bits), no states to merge."""
-    if plan.keepdims:
-        chunks = tuple((1,) if axis in plan.axes else sizes
-                       for axis, sizes in enumerate(data.chunks))
-        return data.map_blocks(_apply, run, dtype=dtype, chunks=chunks)
-    return data.map_blocks(_apply, run, dtype=dtype, drop_axis=plan.axes)
+    (its compiled kernels, its bits; ``kept`` keeps the reduced axes at length 1), no states
+    to merge. The reduced axes are squeezed lazily after: a ``map_blocks`` that drops them
+    hands each task a copy of its chunk (dask's ``concatenate3`` of one block)."""
+    chunks = tuple((1,) if axis in plan.axes else sizes
+                   for axis, sizes in enumerate(data.chunks))
+    result = data.map_blocks(_apply, kept, dtype=dtype, chunks=chunks)
+    return result if plan.keepdims else result.squeeze(axis=plan.axes)
 
 
 def _chunk(op: str, block: np.ndarray, axis: tuple, keepdims: bool, computing_meta=False):
