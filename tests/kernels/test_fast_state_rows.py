@@ -98,13 +98,18 @@ def test_exact_fields_match_the_numpy_rows(op, dtype):
             assert fast[name].tolist() == slow[name].tolist(), name
 
 
-def test_column_blocks_walk_the_contiguous_kept_axis():
+def test_flat_blocks_walk_a_contiguous_axis_in_place():
     data = np.zeros((5, 10))
-    walked = list(blocks.column_blocks(data.T, 1, width=4))
-    assert [where for where, _ in walked] == [slice(0, 4), slice(4, 8), slice(8, 10)]
-    assert all(block.strides[0] == data.itemsize for _, block in walked)
-    assert blocks.column_blocks(data, 1) is None  # rows: the reduced axis is contiguous
-    assert blocks.column_blocks(np.moveaxis(np.zeros((4, 3, 5)), 1, 2), 2) is None  # no flat kept
+    columns = list(blocks.flat_blocks(data.T, 1, width=4))
+    assert [where for where, _ in columns] == [slice(0, 4), slice(4, 8), slice(8, 10)]
+    assert all(block.strides[0] == data.itemsize and np.shares_memory(block, data)
+               for _, block in columns)
+    rows = list(blocks.flat_blocks(data, 1, budget=25))
+    assert [where for where, _ in rows] == [slice(0, 2), slice(2, 4), slice(4, 5)]
+    assert [where for where, _ in blocks.flat_blocks(data, 1, budget=3)] == \
+        [slice(i, i + 1) for i in range(5)]  # a row longer than the budget: one at a time
+    assert blocks.flat_blocks(np.moveaxis(np.zeros((4, 3, 5)), 1, 2), 2) is None  # a copy
+    assert blocks.flat_blocks(np.zeros((4, 6))[:, ::2], 1) is None  # no contiguous axis
 
 
 def test_compiled_rows_serve_floats_and_leave_the_rest_to_numpy():

@@ -75,21 +75,31 @@ def blockwise(
     return out
 
 
-def column_blocks(view: np.ndarray, nkept: int,
-                  width: int = 4096) -> Iterator[tuple[slice, np.ndarray]] | None:
-    """The 2-D (kept, reduced) blocks of ``view`` (its first ``nkept`` axes kept) when its kept
-    axes flatten, without a copy, into one contiguous axis (an outer-axis reduction): each a
-    slice of the flat kept outputs and its block, ``width`` outputs wide (accumulators that
-    stay in cache; each reduced index reads one contiguous run); None for other layouts.
+def flat_blocks(view: np.ndarray, nkept: int, width: int = 4096,
+                budget: int = 1 << 22) -> Iterator[tuple[slice, np.ndarray]] | None:
+    """The 2-D (kept, reduced) blocks of ``view`` (its first ``nkept`` axes kept) when it
+    flattens to 2-D without a copy with one contiguous axis, each with the slice of the flat
+    kept outputs it gives; None for other layouts. For kernels that keep no temporaries:
+    contiguous reduced axis (rows), about ``budget`` elements a block (whole rows, one at
+    least); contiguous kept axis (an outer-axis reduction), ``width`` outputs a block (their
+    accumulators stay in cache; each reduced index reads one contiguous run).
 
     >>> x = np.zeros((6, 4))
-    >>> [(s, b.shape) for s, b in column_blocks(np.moveaxis(x, 0, 1), 1, width=3)]
+    >>> [(s, b.shape) for s, b in flat_blocks(np.moveaxis(x, 0, 1), 1, width=3)]
     [(slice(0, 3, None), (3, 6)), (slice(3, 4, None), (1, 6))]
+    >>> [(s, b.shape) for s, b in flat_blocks(x, 1, budget=8)]
+    [(slice(0, 2, None), (2, 4)), (slice(2, 4, None), (2, 4)), (slice(4, 6, None), (2, 4))]
     """
     kept = math.prod(view.shape[:nkept])
     reduced = math.prod(view.shape[nkept:])
     flat = view.reshape(kept, reduced)
-    if kept < 2 or not np.may_share_memory(flat, view) or flat.strides[0] != flat.itemsize:
+    if kept == 0 or not np.may_share_memory(flat, view):
         return None
-    return ((slice(start, min(start + width, kept)), flat[start:start + width])
-            for start in range(0, kept, width))
+    if reduced == 1 or flat.strides[1] == flat.itemsize:
+        step = max(1, budget // max(reduced, 1))
+    elif kept == 1 or flat.strides[0] == flat.itemsize:
+        step = width
+    else:
+        return None
+    return ((slice(start, min(start + step, kept)), flat[start:start + step])
+            for start in range(0, kept, step))

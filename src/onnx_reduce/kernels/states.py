@@ -112,9 +112,9 @@ def partial(op: str, data: np.ndarray, axes: Axes) -> np.ndarray:
     """The state of ``data`` reduced over ``axes`` (normalized, non-negative), kept at length 1.
 
     ``data`` must be in the machine's byte order. Walked in blocks of
-    :data:`.blocks.BLOCK_ELEMENTS` (the temporaries stay in cache), merged in C order; each
-    block's rows by the compiled kernels of :mod:`.fast.state_rows` where they serve (float
-    inputs, except float64 ReduceLogSumExp), else by numpy."""
+    :data:`.blocks.BLOCK_ELEMENTS` (the temporaries stay in cache), merged in C order; or,
+    where the compiled kernels of :mod:`.fast.state_rows` serve (float inputs), in place in
+    the large blocks of :func:`.blocks.flat_blocks` when the piece has a contiguous axis."""
     ops = STATES[op]
     axes = tuple(axes)
     view = np.moveaxis(data, axes, range(data.ndim - len(axes), data.ndim))
@@ -133,12 +133,12 @@ def partial(op: str, data: np.ndarray, axes: Axes) -> np.ndarray:
     def merged(pieces: list[np.ndarray]) -> np.ndarray:
         return ops.merge(np.stack(pieces), (0,))[0]
 
-    columns = None if compiled is None else blocks.column_blocks(view, nkept)
+    flat_blocks = None if compiled is None else blocks.flat_blocks(view, nkept)
     if 0 in view.shape[nkept:]:  # an empty piece: the states of no elements
         ops.rows(np.empty((*out.shape, 0), data.dtype), out)
-    elif columns is not None:  # compiled, across the contiguous kept axis
+    elif flat_blocks is not None:  # compiled, in place, in large blocks
         flat = out.reshape(-1)
-        for where, block in columns:
+        for where, block in flat_blocks:
             compiled(block, flat[where], ops.rows)
     else:
         blockwise(view, nkept, block_state, merged, out)

@@ -63,15 +63,23 @@ def _wide_sums(base, m, n, rs, cs, squares, total):  # pragma: no cover - compil
             total[i] = s
         return
     total[:] = 0.0  # m is a column block's width (the caller's): it stays in cache
-    for j in range(n):
+    quads = n - n % 4
+    for j in range(0, quads, 4):  # four terms per accumulator update: a quarter of the stores
+        c0 = base[j * cs:j * cs + m]
+        c1 = base[(j + 1) * cs:(j + 1) * cs + m]
+        c2 = base[(j + 2) * cs:(j + 2) * cs + m]
+        c3 = base[(j + 3) * cs:(j + 3) * cs + m]
+        for i in range(m):
+            v0, v1, v2, v3 = widen(c0[i]), widen(c1[i]), widen(c2[i]), widen(c3[i])
+            if squares:
+                total[i] += (v0 * v0 + v1 * v1) + (v2 * v2 + v3 * v3)
+            else:
+                total[i] += (v0 + v1) + (v2 + v3)
+    for j in range(quads, n):
         col = base[j * cs:j * cs + m]
-        if squares:
-            for i in range(m):
-                v = widen(col[i])
-                total[i] += v * v
-        else:
-            for i in range(m):
-                total[i] += widen(col[i])
+        for i in range(m):
+            v = widen(col[i])
+            total[i] += v * v if squares else v
 
 
 @njit(cache=True, nogil=True, inline="always")
