@@ -21,15 +21,18 @@ from onnx_reduce.cli.files import remove_stale_temporaries
 #: The command line in a child process whose ``np.save`` writes part of the file, says so, and
 #: waits to be killed.
 _STALLED_WRITER = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
     import numpy as np
+
+    # Ctrl-C as in a terminal: a child that inherits SIGINT ignored (a shell's background job,
+    # or a test run that left it so) keeps it ignored, and CI timed out waiting for it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def stalled_save(path, *args, **kwargs):
         with open(path, "wb") as file:
             file.write(b"half a file")
         print("writing", flush=True)
-        for _ in range(1200):  # short sleeps: a signal another thread took is seen at once
-            time.sleep(0.1)
+        time.sleep(120)
 
     np.save = stalled_save
     from onnx_reduce.cli.app import main
