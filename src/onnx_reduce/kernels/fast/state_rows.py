@@ -2,16 +2,19 @@
 
 The numpy ``rows`` of :data:`..states.STATES` widen each block to its accumulator and sum it;
 for float64 that accumulator is x87 ``long double``, which numpy computes element by element
-(~50 ns per exp, ~20 per square). These kernels fill the same states from the same blocks in
-one compiled pass per row (two for LogSumExp and L2's float64 scale), and at least as precisely:
+(~50 ns per exp, ~20 per square). These kernels fill the same states in one compiled pass per
+row (two for LogSumExp and L2's float64 scale: the peak first), at least as precisely:
 
-* float16/bfloat16/float32: float64 sums of the widened terms (squares exact in float64), as the
-  numpy rows; ReduceLogSumExp's terms by :func:`._exp.exp_nonpos` (0.5 ulp, numpy's assumed 4);
-* float64: double-double sums (error ~``n 2**-104`` relative to the sum of magnitudes, finer
-  than ``long double``'s pairwise ``log2(n) 2**-64``) rounded once into the state; L2 and
-  SumSquare square their power-of-two scaled terms exactly (Dekker) into the double-double.
+* Sum, L2, SumSquare of float16/bfloat16/float32: float64 sums of the widened terms (squares
+  exact in float64), vectorized: within ``n 2**-53`` of the sum of magnitudes in any order;
+* float64 Sum, L2, SumSquare, and LogSum and LogSumExp of every float dtype: double-double
+  sums (TwoSum in LANES lanes, ~``n 2**-106`` relative to the sum of magnitudes), rounded once
+  into the state; L2 and SumSquare square their power-of-two scaled terms exactly (Dekker);
+  LogSumExp's terms carry the shift exactly and take the half-ulp :func:`._exp.exp_nonpos`
+  (1.28 u relative: the fast kernels' terms, which :func:`..states.log_sum_exp_limit`
+  accounts for).
 
-Rows these kernels do not vouch for go to the numpy rows: float64 rows whose plain sum is not
+Rows these kernels do not vouch for go to the numpy rows: double-double rows whose plain sum is not
 finite (an inf or NaN, or a finite overflow ``long double`` would hold), LogSumExp rows whose
 peak is not finite, L2 rows whose largest magnitude is not finite. Blocks are read in place when
 one of their axes is contiguous: by rows (each row's terms adjacent) or by columns (the rows'
