@@ -38,10 +38,10 @@ class NumbaThreads(WorkerPlugin):
 
     name = "onnx-reduce-numba-threads"
 
-    def __init__(self, threads: int, per_host: dict[str, int] | None = None) -> None:
-        if type(threads) is not int or threads < 1:
+    def __init__(self, threads: int | None, per_host: dict[str, int] | None = None) -> None:
+        if per_host is None and (type(threads) is not int or threads < 1):
             raise ValueError(f"NumbaThreads: threads must be an int >= 1, got {threads!r}")
-        self.threads = threads
+        self.threads = threads  # None: each worker's share of its host (``per_host``)
         self.per_host = per_host
 
     @classmethod
@@ -51,11 +51,11 @@ class NumbaThreads(WorkerPlugin):
         with ``NUMBA_NUM_THREADS`` keeps it."""
         hosts = Counter(info.get("host") for info in
                         client.scheduler_info(n_workers=-1)["workers"].values())
-        return cls(1, dict(hosts))
+        return cls(None, dict(hosts))
 
     def setup(self, worker) -> None:
         threads = self.threads
-        if self.per_host is not None:
+        if threads is None:
             if "NUMBA_NUM_THREADS" in os.environ:
                 return  # the worker's own setting
             from distributed.comm import get_address_host

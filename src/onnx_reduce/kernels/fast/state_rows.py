@@ -116,13 +116,11 @@ def _lse_tails(base, m, n, rs, cs, peak, head, tail, ties):  # pragma: no cover 
             for j0 in range(0, full, LANES):
                 for k in range(LANES):
                     v = widen(row[j0 + k])
-                    hi[k], err = _two_sum(hi[k], _exp_term(v, top))
-                    lo[k] += err
+                    _accumulate(hi, lo, k, _exp_term(v, top), 0.0)
                     count[k] += 1.0 if v == top else 0.0
             for k in range(n - full):
                 v = widen(row[full + k])
-                hi[k], err = _two_sum(hi[k], _exp_term(v, top))
-                lo[k] += err
+                _accumulate(hi, lo, k, _exp_term(v, top), 0.0)
                 count[k] += 1.0 if v == top else 0.0
             head[i], tail[i] = _lanes_total(hi, lo)
             ties[i] = count.sum()
@@ -134,8 +132,7 @@ def _lse_tails(base, m, n, rs, cs, peak, head, tail, ties):  # pragma: no cover 
         col = base[j * cs:j * cs + m]
         for i in range(m):
             v = widen(col[i])
-            head[i], err = _two_sum(head[i], _exp_term(v, peak[i]))
-            tail[i] += err
+            _accumulate(head, tail, i, _exp_term(v, peak[i]), 0.0)
             ties[i] += 1.0 if v == peak[i] else 0.0
 
 
@@ -176,6 +173,15 @@ def _two_sum(a, b):  # pragma: no cover - compiled
     s = a + b
     bb = s - a
     return s, (a - (s - bb)) + (b - bb)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _accumulate(hi, lo, k, h, e):  # pragma: no cover - compiled
+    """Lane ``k``'s double-double ``hi[k] + lo[k]`` gains ``h + e`` (``e`` a low part): TwoSum
+    of the high parts, its error and ``e`` into the low."""
+    s, err = _two_sum(hi[k], h)
+    hi[k] = s
+    lo[k] += err + e
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -226,15 +232,11 @@ def _dd_sums(base, m, n, rs, cs, squares, magnitude, scale, rescale, head,
                 for k in range(LANES):
                     v = widen(row[j0 + k])
                     h, e = _term(abs(v) if part else v, f, g, squares)
-                    s, err = _two_sum(hi[k], h)
-                    hi[k] = s
-                    lo[k] += err + e
+                    _accumulate(hi, lo, k, h, e)
             for k in range(n - full):
                 v = widen(row[full + k])
                 h, e = _term(abs(v) if part else v, f, g, squares)
-                s, err = _two_sum(hi[k], h)
-                hi[k] = s
-                lo[k] += err + e
+                _accumulate(hi, lo, k, h, e)
             head[part * m + i], tail[part * m + i] = _lanes_total(hi, lo)
 
 
@@ -251,9 +253,7 @@ def _dd_columns(base, m, n, cs, squares, magnitude, scale, rescale, head, tail):
             for i in range(m):
                 v = widen(col[i])
                 h, e = _term(abs(v) if part else v, scale[i], rescale[i], squares)
-                s, err = _two_sum(hi[i], h)
-                hi[i] = s
-                lo[i] += err + e
+                _accumulate(hi, lo, i, h, e)
         for i in range(m):
             s, e = _two_sum(hi[i], lo[i])
             head[part * m + i] = s
@@ -304,10 +304,17 @@ def _layout(block: np.ndarray) -> tuple[np.ndarray, int, int, int, int] | None:
     return base, m, n, rs, cs
 
 
-def _walk(block: np.ndarray) -> tuple[np.ndarray, int, int, int, int]:
+def _rows(block: np.ndarray) -> np.ndarray:
+    """``block`` as 2-D rows (reduced axis last) that :func:`_layout` can walk: a view, or a
+    contiguous copy when neither axis is contiguous."""
     flat = block.reshape(-1, block.shape[-1])
-    found = _layout(flat)
-    return found if found is not None else _layout(np.ascontiguousarray(flat))
+    return flat if _layout(flat) is not None else np.ascontiguousarray(flat)
+
+
+def _walk(block: np.ndarray) -> tuple[np.ndarray, int, int, int, int]:
+    found = _layout(_rows(block))
+    assert found is not None
+    return found
 
 
 def _redo(block: np.ndarray, state: np.ndarray, bad: np.ndarray, numpy_rows: Callable) -> None:
@@ -394,9 +401,10 @@ def _sum_square(block, state, numpy_rows) -> None:
 def _log_sum_exp(block, state, numpy_rows) -> None:
     """Rows: the peaks by numpy's vectorized max (NaN where a row holds one); columns: by
     :func:`_peaks`; the tails in double-double."""
-    base, m, n, rs, cs = _walk(block)
+    rows = _rows(block)
+    base, m, n, rs, cs = _layout(rows)
     if cs == 1:
-        peak = block.reshape(m, n).max(axis=-1).astype(np.float64)
+        peak = rows.max(axis=-1).astype(np.float64)
     else:
         peak = np.empty(m)
         _peaks(base, m, n, rs, cs, False, peak)
