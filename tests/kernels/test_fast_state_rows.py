@@ -2,6 +2,8 @@
 layout a piece can have, and the rows they hand back to numpy (inf, NaN, overflowing sums,
 peaks whose scale leaves the float64 range), within the contract of the exact oracle."""
 
+import tracemalloc
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -110,6 +112,35 @@ def test_flat_blocks_walk_a_contiguous_axis_in_place():
         [slice(i, i + 1) for i in range(5)]  # a row longer than the budget: one at a time
     assert blocks.flat_blocks(np.moveaxis(np.zeros((4, 3, 5)), 1, 2), 2) is None  # a copy
     assert blocks.flat_blocks(np.zeros((4, 6))[:, ::2], 1) is None  # no contiguous axis
+
+
+def test_flat_blocks_never_copy_a_piece_they_cannot_use():
+    split = np.moveaxis(np.zeros((64, 128, 128)), 1, 2)  # 8 MiB; (0, 2) reduced: no flat view
+    tracemalloc.start()
+    try:
+        assert blocks.flat_blocks(split, 2) is None
+        ((_, block),) = blocks.flat_blocks(np.zeros((6, 4)).T, 1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert block.shape == (4, 6)
+    assert peak < 2**20  # no copy of the 8 MiB piece
+
+
+@pytest.mark.parametrize(("shape", "axes"), [((5, 1, 6), (0, 2)), ((1, 4, 1), (0,)),
+                                         ((3, 4, 5), (1, 2)), ((2, 1, 3, 4), (0, 1))])
+def test_flat_blocks_view_what_reshape_gives(shape, axes):
+    data = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
+    view = np.moveaxis(data, axes, range(data.ndim - len(axes), data.ndim))
+    nkept = data.ndim - len(axes)
+    walked = blocks.flat_blocks(view, nkept)
+    if walked is None:  # only where numpy would have had to copy
+        assert not np.shares_memory(view.reshape(-1, view[(0,) * nkept].size), data)
+        return
+    flat = view.reshape(int(np.prod(view.shape[:nkept])), -1)
+    for where, block in walked:
+        assert np.shares_memory(block, data)
+        np.testing.assert_array_equal(block, flat[where])
 
 
 def test_compiled_rows_serve_floats_and_leave_the_rest_to_numpy():

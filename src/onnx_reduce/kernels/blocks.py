@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterator
 
@@ -92,8 +93,8 @@ def flat_blocks(view: np.ndarray, nkept: int, width: int = 4096,
     """
     kept = math.prod(view.shape[:nkept])
     reduced = math.prod(view.shape[nkept:])
-    flat = view.reshape(kept, reduced)
-    if kept == 0 or not np.may_share_memory(flat, view):
+    flat = _flat_view(view, nkept)
+    if kept == 0 or flat is None:
         return None
     if reduced == 1 or flat.strides[1] == flat.itemsize:
         step = max(1, budget // max(reduced, 1))
@@ -103,3 +104,24 @@ def flat_blocks(view: np.ndarray, nkept: int, width: int = 4096,
         return None
     return ((slice(start, min(start + step, kept)), flat[start:start + step])
             for start in range(0, kept, step))
+
+
+def _flat_view(a: np.ndarray, nkept: int) -> np.ndarray | None:
+    """``a`` viewed as 2-D (its first ``nkept`` axes merged, then the rest), or None where that
+    needs a copy (``reshape`` would copy the whole piece only to have it thrown away; so does
+    setting ``shape``, which numpy tries by reshaping)."""
+    strides = (_merged_stride(a.shape[:nkept], a.strides[:nkept]),
+               _merged_stride(a.shape[nkept:], a.strides[nkept:]))
+    if None in strides:
+        return None
+    shape = (math.prod(a.shape[:nkept]), math.prod(a.shape[nkept:]))
+    return np.lib.stride_tricks.as_strided(a, shape, strides)
+
+
+def _merged_stride(sizes: tuple[int, ...], strides: tuple[int, ...]) -> int | None:
+    """The stride of axes ``sizes`` merged into one, or None where their strides do not nest."""
+    axes = [(n, stride) for n, stride in zip(sizes, strides, strict=True) if n != 1]
+    for (_, outer), (n, inner) in itertools.pairwise(axes):
+        if outer != n * inner:
+            return None
+    return axes[-1][1] if axes else 0
