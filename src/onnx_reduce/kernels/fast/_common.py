@@ -496,3 +496,15 @@ def prefetch(typingctx, arr, index):  # type: ignore[no-untyped-def]
         return context.get_dummy_value()
 
     return types.void(arr, index), codegen
+
+
+@njit(cache=True, nogil=True)
+def flat_offset(index, sizes, strides, last):
+    """Element offset of flat C-order ``index`` over ``sizes[:last]``."""
+    off = 0
+    for d in range(last - 1, -1, -1):
+        n = sizes[d]
+        q = index // n
+        off += (index - q * n) * strides[d]
+        index = q
+    return off

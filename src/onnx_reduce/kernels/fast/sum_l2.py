@@ -26,12 +26,14 @@ one compiled call that schedules itself on numba's current thread count (:func:`
 :func:`bind_sum`/:func:`bind_l2` work the layout out once per dtype and shape, for both.
 
 float16/bfloat16/float32 accumulate in float64 and round once (float16/bfloat16 via a
-round-to-odd float32). float64 sums 512-element blocks (vectorized) and folds the block sums
-with Neumaier's compensated summation; the column kernel adds three or four rows at a time
-(pairwise) and folds each such sum in with Knuth's TwoSum. The
-error is then about one ulp plus a small multiple of 2**-53 * sum(|x|), however long the
-reduction. ReduceL2 of float64 squares unscaled; the outputs whose sum of squares overflowed or
-may have lost bits to underflow are redone, scaled by a power of two. NaN anywhere gives NaN,
+round-to-odd float32). float64 rows are summed in Kahan-compensated vector lanes
+(:mod:`._lanes`: four outputs' rows side by side, or a run's groups interleaved), each run's
+lanes joined by TwoSum into a double-double that is folded into its output by Neumaier; the
+column kernel adds three or four rows at a time (pairwise) and folds each such sum in with
+Knuth's TwoSum. Terms of one sign are then within about an ulp (0.5 measured for sums), and
+any sum within a small multiple of 2**-53 * sum(|x|), however long the reduction. ReduceL2
+of float64 squares unscaled; the outputs whose sum of squares overflowed or may have lost bits
+to underflow are redone, scaled by a power of two. NaN anywhere gives NaN,
 else inf anywhere gives inf (L2) or the IEEE sum. Integer sums wrap like numpy; integer ReduceL2
 is left to the reference path (exact isqrt). The number of pieces depends on the thread count,
 so the last bits of a float result may too (never beyond the bounds above).
@@ -70,12 +72,12 @@ from ._common import (
     threads_now,
     widen,
 )
+from ._common import flat_offset as _offset  # (shared with ._lanes)
+from ._lanes import four_outputs, four_rows, one_output, run_sum
 
 if TYPE_CHECKING:
     from ..dispatch import Bound
 
-#: Elements per block of a compensated (float64) row sum (the block is summed in vector lanes).
-BLOCK = 512
 #: Adjacent outputs one column-kernel work item accumulates: 32 KiB of float64 accumulators,
 #: which stay in L1 (float64 inputs keep two per output, sum and compensation, so take half as
 #: many: 4096 of them measured 2.4 ms for a 2048x4096 outer sum, 2048 1.5 ms).
@@ -387,10 +389,11 @@ def _counts(geo):
 
 
 @njit(cache=True, nogil=True)
-def _row_block(geo, n_out, n_red, itemsize, threads):
+def _row_block(geo, n_out, n_red, itemsize, threads, comp=False):
     """How many neighbouring outputs a row-kernel work item takes together.
 
-    One, when each output is one row. Else up to ROW_BLOCK_BYTES of their rows per step (64
+    One, when each output is one row (float64, ``comp``: four, whose rows the compensated
+    lanes read side by side). Else up to ROW_BLOCK_BYTES of their rows per step (64
     outputs at most, four blocks per thread at least). When each output's rows are next to
     its neighbours' (e.g. axes (0, 2) of a C array) and the reductions are long enough to cut
     in pieces for the threads, up to ROW_RUN_BYTES instead: a step reads one run that long
@@ -400,7 +403,7 @@ def _row_block(geo, n_out, n_red, itemsize, threads):
     nr = geo[1]
     row = geo[2 + 2 * nk + nr - 1]  # length of the innermost reduced dim
     if row >= n_red:
-        return 1
+        return 4 if comp else 1
     block = max(1, min(ROW_BLOCK_BYTES // (row * itemsize), 64, n_out // (4 * threads)))
     adjacent = nk > 0 and geo[1 + 2 * nk + 2 * nr] == 1 and geo[1 + 2 * nk] == row
     if not adjacent or n_red // MIN_PIECE_ELEMENTS < 2 * threads:
@@ -417,11 +420,11 @@ def _pieces(items, threads, most):
 
 
 @njit(cache=True, nogil=True)
-def _rows_schedule(geo, itemsize, threads, most):
+def _rows_schedule(geo, itemsize, threads, most, comp=False):
     """(block, pieces, work items) of the row kernel on ``threads`` threads, at most ``most``
     pieces per output."""
     n_out, n_red = _counts(geo)
-    block = _row_block(geo, n_out, n_red, itemsize, threads)
+    block = _row_block(geo, n_out, n_red, itemsize, threads, comp)
     n_base = (n_out + block - 1) // block
     pieces = _pieces(n_base, threads, min(most, n_red // MIN_PIECE_ELEMENTS))
     return block, pieces, n_base * pieces
@@ -501,6 +504,52 @@ def _fold(s, c, x):
     else:
         c += (x - t) + s
     return t, c
+
+
+def _add_run(base, a, n, step, square, s, c, k):  # pragma: no cover - njit only
+    raise NotImplementedError
+
+
+@overload(_add_run, inline="always")
+def _add_run_impl(base, a, n, step, square, s, c, k):
+    """``s[k], c[k]`` gain the float64 sum (of squares) of ``n`` elements ``step`` apart from
+    ``base[a]`` (:func:`._lanes.run_sum`, folded in by Neumaier). Nothing for the other
+    dtypes, which never call it: this keeps the lanes out of their compiled variants."""
+    if base.dtype != types.float64:
+        return lambda base, a, n, step, square, s, c, k: None
+
+    def impl(base, a, n, step, square, s, c, k):
+        # a constant flag in each call: a run-time one would stay in the inner loop
+        head, tail = (run_sum(base, a, n, step, True) if square
+                      else run_sum(base, a, n, step, False))
+        s[k], c[k] = _fold(s[k], c[k], head)
+        c[k] += tail
+    return impl
+
+
+def _add_four_runs(base, a0, a1, a2, a3, n, square, s, c, k0, k1, k2, k3):  # pragma: no cover
+    raise NotImplementedError
+
+
+@overload(_add_four_runs, inline="always")
+def _add_four_runs_impl(base, a0, a1, a2, a3, n, square, s, c, k0, k1, k2, k3):
+    """:func:`_add_run` of four contiguous runs of ``n`` into ``k0`` ... ``k3`` (in that order:
+    they may repeat), summed side by side (:func:`._lanes.four_rows`)."""
+    if base.dtype != types.float64:
+        return lambda base, a0, a1, a2, a3, n, square, s, c, k0, k1, k2, k3: None
+
+    def impl(base, a0, a1, a2, a3, n, square, s, c, k0, k1, k2, k3):
+        h0, l0, h1, l1, h2, l2, h3, l3 = (four_rows(base, a0, a1, a2, a3, n, True) if square
+                                          else four_rows(base, a0, a1, a2, a3, n, False))
+        s[k0], c[k0] = _fold(s[k0], c[k0], h0)
+        c[k0] += l0
+        s[k1], c[k1] = _fold(s[k1], c[k1], h1)
+        c[k1] += l1
+        s[k2], c[k2] = _fold(s[k2], c[k2], h2)
+        c[k2] += l2
+        s[k3], c[k3] = _fold(s[k3], c[k3], h3)
+        c[k3] += l3
+    return impl
 
 
 @njit(cache=True, nogil=True, fastmath=_ROWS_MATH, inline="always")
@@ -733,11 +782,9 @@ def _row_sum(base, a, n, square):
 
 @njit(cache=True, nogil=True, fastmath=_ROWS_MATH)
 def _segment(base, a, n, step, square):
-    """Sum (of squares) of ``base[a + i*step]``, ``0 <= i < n`` (n >= 1, step > 1), widened.
-
-    Signed indices on purpose: this loop does not vectorize either way, and the scalar
-    chain contracts each ``acc += v * v`` into one fused multiply-add, whose single rounding
-    keeps float64 sums of squares within ~2 ulps (unfused: up to ~13 ulps over 512 terms)."""
+    """Sum (of squares) of ``base[a + i*step]``, ``0 <= i < n`` (n >= 1, step > 1), widened
+    (not float64, whose strided rows go through the compensated lanes). Signed indices on
+    purpose: this loop does not vectorize either way."""
     v = widen(base[a])
     if square:
         acc = v * v
@@ -751,18 +798,6 @@ def _segment(base, a, n, step, square):
     return acc
 
 
-@njit(cache=True, nogil=True)
-def _offset(index, sizes, strides, last):
-    """Element offset of flat C-order ``index`` over ``sizes[:last]``."""
-    off = 0
-    for d in range(last - 1, -1, -1):
-        n = sizes[d]
-        q = index // n
-        off += (index - q * n) * strides[d]
-        index = q
-    return off
-
-
 @njit(cache=True, nogil=True, fastmath=_ROWS_MATH)
 def _rows_range(base, offs, m, rsz, rst, lo, hi, square, comp, s, c, three):
     """Add flat reduced indices ``[lo, hi)`` of the ``m`` outputs at element offsets
@@ -770,7 +805,8 @@ def _rows_range(base, offs, m, rsz, rst, lo, hi, square, comp, s, c, three):
     neighbouring outputs' rows are often neighbours in memory; rows of at most
     STREAM_BLOCK_BYTES three outputs at a time, block by block when ``three`` (a compile-time
     constant: float32 in :func:`_float32_rows_parallel`, :func:`_streamed_sums3`), else each
-    row in one loop (:func:`_row_sums3`)."""
+    row in one loop (:func:`_row_sums3`). float64 (``comp``): each run summed in compensated
+    lanes (four outputs' at a time: :mod:`._lanes`) and folded into its output's ``s, c``."""
     nr = rsz.size
     n_in = rsz[nr - 1]
     s_in = rst[nr - 1]
@@ -794,18 +830,17 @@ def _rows_range(base, offs, m, rsz, rst, lo, hi, square, comp, s, c, three):
                 s[k] += sa
                 s[k + q] += sb
                 s[k + 2 * q] += sc
+        if comp and s_in == 1:  # float64: outputs k, k + m/4, k + m/2, k + 3m/4 side by side
+            q = m // 4  # (four streams on through memory: neighbours' runs stop at each row)
+            k0 = 4 * q
+            for k in range(q):
+                _add_four_runs(base, offs[k] + row, offs[k + q] + row, offs[k + 2 * q] + row,
+                               offs[k + 3 * q] + row, n, square, s, c, k, k + q, k + 2 * q,
+                               k + 3 * q)
         for k in range(k0, m):
             a = offs[k] + row
             if comp:
-                sk = s[k]
-                ck = c[k]
-                for b in range(0, n, BLOCK):
-                    nb = min(BLOCK, n - b)
-                    part = (_row_sum(base, a + b, nb, square) if s_in == 1
-                            else _segment(base, a + b * s_in, nb, s_in, square))
-                    sk, ck = _fold(sk, ck, part)
-                s[k] = sk
-                c[k] = ck
+                _add_run(base, a, n, s_in, square, s, c, k)
             elif s_in == 1:
                 s[k] += _streamed_sum(base, a, n, square)
             else:
@@ -905,7 +940,7 @@ def _rows_parallel(base, geo, square, out, scratch, most):
     MiB), several percent of a 64 MiB reduction."""
     comp = is_float64(base)
     threads = threads_now()
-    block, pieces, n_items = _rows_schedule(geo, base.itemsize, threads, most)
+    block, pieces, n_items = _rows_schedule(geo, base.itemsize, threads, most, comp)
     hi, lo = _partials(scratch, out.size, pieces, comp)
     chunks = min(n_items, CHUNKS_PER_THREAD * threads)
     for ch in prange(chunks):
@@ -942,7 +977,7 @@ def _float32_rows_parallel(base, geo, square, out, scratch, most):
 def _rows_serial(base, geo, square, out, empty):
     """The row kernel on the calling thread (``empty``: a 0-size accumulator array)."""
     comp = is_float64(base)
-    block, _, n_items = _rows_schedule(geo, base.itemsize, 1, 1)
+    block, _, n_items = _rows_schedule(geo, base.itemsize, 1, 1, comp)
     _rows_work(base, geo, block, 1, square, comp, out, empty, empty, 0, n_items, False)
     return square and comp and _unsafe_l2(out)
 
@@ -1230,10 +1265,12 @@ def _small_nd(base, geo, square, comp, out):
     n_in = sizes[m - 1]
     zero = _zero(widen(base[0]))
     rows = red[m - 1] != 0
+    if rows and comp:  # float64: four outputs at a time in compensated lanes
+        _outputs_in_lanes(base, sizes, red, square, out)
+        return
     if rows and m <= 2:  # output o is row o (inner, all axes): no accumulators to allocate
         for o in range(out.size):
-            s, c = _add_row(base, o * n_in, n_in, square, comp, zero, zero)
-            _finish(out, o, s, c, square)
+            _finish(out, o, _row_sum(base, o * n_in, n_in, square), zero, square)
         return
     s = np.full(out.size, zero)
     c = np.full(out.size, zero)
@@ -1246,7 +1283,7 @@ def _small_nd(base, geo, square, comp, out):
         for u in range(base.size // unit):
             if u:
                 o = next_outer(idx, sizes, ost, last, o)
-            s[o], c[o] = _add_row(base, u * unit, n_in, square, comp, s[o], c[o])
+            s[o] += _row_sum(base, u * unit, n_in, square)
     else:
         for u in range(base.size // unit):
             if u:
@@ -1288,15 +1325,69 @@ def _add_block(base, a, n_rows, width, square, comp, s, c, o):
                 s[uo + j] += _term(base, row + j, square)
 
 
-@njit(cache=True, nogil=True, fastmath=_ROWS_MATH, inline="always")
-def _add_row(base, a, n, square, comp, s, c):
-    """``(s, c)`` plus the sum (of squares) of the ``n`` contiguous elements from ``base[a]``:
-    one plain sum, or (float64, ``comp``) BLOCK-element sums folded in by Neumaier."""
-    if not comp:
-        return s + _row_sum(base, a, n, square), c
-    for b in range(0, n, BLOCK):
-        s, c = _fold(s, c, _row_sum(base, a + b, min(BLOCK, n - b), square))
-    return s, c
+def _outputs_in_lanes(base, sizes, red, square, out):  # pragma: no cover - njit only
+    raise NotImplementedError
+
+
+@overload(_outputs_in_lanes)
+def _outputs_in_lanes_impl(base, sizes, red, square, out):
+    """:func:`_small_nd`'s float64 reductions of a reduced innermost dim: four outputs at a
+    time, all their rows into the same compensated lanes (:func:`._lanes.four_outputs`; the
+    last 0-3 by :func:`._lanes.one_output`), from the merged dims ``sizes`` and their reduced
+    flags ``red`` (C order). Nothing for the other dtypes (never called for them)."""
+    if base.dtype != types.float64:
+        return lambda base, sizes, red, square, out: None
+
+    def impl(base, sizes, red, square, out):
+        ksz, kst, rsz, rst = _split_dims(sizes, red)
+        nk = ksz.size
+        q = out.size // 4 * 4
+        for o in range(0, q, 4):
+            a = _offset(o, ksz, kst, nk)
+            b = _offset(o + 1, ksz, kst, nk)
+            d = _offset(o + 2, ksz, kst, nk)
+            e = _offset(o + 3, ksz, kst, nk)
+            h0, l0, h1, l1, h2, l2, h3, l3 = (
+                four_outputs(base, a, b, d, e, rsz, rst, True) if square
+                else four_outputs(base, a, b, d, e, rsz, rst, False))
+            _finish(out, o, h0, l0, square)
+            _finish(out, o + 1, h1, l1, square)
+            _finish(out, o + 2, h2, l2, square)
+            _finish(out, o + 3, h3, l3, square)
+        for o in range(q, out.size):
+            a = _offset(o, ksz, kst, nk)
+            hi, lo = (one_output(base, a, rsz, rst, True) if square
+                      else one_output(base, a, rsz, rst, False))
+            _finish(out, o, hi, lo, square)
+    return impl
+
+
+@njit(cache=True, nogil=True)
+def _split_dims(sizes, red):
+    """The kept and reduced sizes and element strides of C-order merged dims ``sizes`` with
+    reduced flags ``red`` (as :func:`_c_geometry` gives them)."""
+    m = sizes.size
+    nk = 0
+    for d in range(m):
+        nk += red[d] == 0
+    ksz = np.empty(nk, np.int64)
+    kst = np.empty(nk, np.int64)
+    rsz = np.empty(m - nk, np.int64)
+    rst = np.empty(m - nk, np.int64)
+    stride = 1
+    ik = nk
+    ir = m - nk
+    for d in range(m - 1, -1, -1):
+        if red[d]:
+            ir -= 1
+            rsz[ir] = sizes[d]
+            rst[ir] = stride
+        else:
+            ik -= 1
+            ksz[ik] = sizes[d]
+            kst[ik] = stride
+        stride *= sizes[d]
+    return ksz, kst, rsz, rst
 
 
 @njit(cache=True, nogil=True)

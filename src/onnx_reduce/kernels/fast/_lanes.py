@@ -1,0 +1,382 @@
+"""Compensated float64 sums in vector lanes: the accumulator of the float64 row kernels.
+
+A sum is kept in Kahan accumulators, each a sum ``s`` and a compensation ``c`` (its value
+``s + c``), in ``4 * LANES`` lanes on the stack, which stay in registers. Four runs of elements
+go side by side (:func:`_four_runs`: element ``i`` of a group of LANES of run ``r`` into lane
+``r * LANES + i``), so that eight independent chains of dependent adds are in flight; the
+lanes are joined by TwoSum, in vector operations, into one double-double per run
+(:func:`_fold_four`). The entry points:
+
+* :func:`four_rows`: four contiguous rows, one sum each;
+* :func:`four_outputs` / :func:`one_output`: every reduced row of four outputs (of one) into
+  the same lanes, joined once at the end;
+* :func:`run_sum`: one run of any stride, its groups of ``4 * LANES`` interleaved over the four
+  runs (one stream through memory).
+
+Why: a plain vector sum rounds in every lane and again in the tree that joins the lanes, and
+on regular data (constant rows) those roundings add up instead of averaging out (up to 6.6 ulp
+of the sum). Kahan's bound holds in every lane (within ``2u`` of the sum of its magnitudes, u
+= 2**-53) and the lanes join exactly: a sum of one sign is within about one ulp (0.5
+measured), one that cancels within ``~2u sum(|x|)``. Four adds per element where a plain sum
+has one; two of them are fused multiply-adds by an opaque -1 (:func:`_minus_one`), which run on
+the FMA pipes beside the two plain adds. ``docs/kernel-design.md`` has the design and its
+measurements.
+
+A sum that is not finite (inf, NaN, or an overflow) is computed again as the IEEE sum of the
+same elements: inf, -inf and NaN follow IEEE addition, as a plain sum does.
+
+Every function here is compiled without fast-math, which would cancel the compensation; the
+callers may use it (their flags do not reach these functions' instructions).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from llvmlite import ir
+from numba import carray, njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from ._common import flat_offset, prefetch
+
+#: Kahan accumulators per run: two vectors of float64 (four runs: eight chains in flight).
+LANES = 16
+_FOUR = 4 * LANES  # the lanes of four runs
+_DOUBLE = ir.DoubleType()
+# unsigned constants for the unsigned indices (uint64 with an int64 gives a float in numba)
+_UL = np.uint64(LANES)
+_L1 = np.uint64(LANES)  # where runs 1-3 of _four_runs start
+_L2 = np.uint64(2 * LANES)
+_L3 = np.uint64(3 * LANES)
+_HALF = np.uint64(LANES // 2)
+_ZERO = np.uint64(0)
+#: Elements (4 KiB) ahead of each run whose cache lines are prefetched.
+_AHEAD = np.uint64(512)
+_ONE = np.uint64(1)
+
+
+@intrinsic
+def _stack(typingctx, count):  # type: ignore[no-untyped-def]
+    """A pointer to ``count`` (a literal) zeroed float64 on the stack: lanes that stay in
+    registers, where a heap array would be loaded and stored at every step (the compiler
+    cannot tell it from the input)."""
+    if not isinstance(count, types.IntegerLiteral):
+        return None
+    n = count.literal_value
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        array = ir.ArrayType(_DOUBLE, n)
+        slot = cgutils.alloca_once(builder, array)
+        builder.store(ir.Constant(array, [0.0] * n), slot)
+        return builder.bitcast(slot, _DOUBLE.as_pointer())
+
+    return types.CPointer(types.float64)(count), codegen
+
+
+@intrinsic
+def _minus_one(typingctx):  # type: ignore[no-untyped-def]
+    """-1.0, loaded from a global the optimizer cannot prove constant: ``fma(b, m1, a)`` then
+    stays a fused multiply-add (``a - b`` on the FMA pipes) instead of folding to a subtract."""
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        name = "onnx_reduce_minus_one"
+        slot = builder.module.globals.get(name)
+        if slot is None:
+            slot = ir.GlobalVariable(builder.module, _DOUBLE, name)
+            slot.initializer = ir.Constant(_DOUBLE, -1.0)
+            slot.linkage = "linkonce_odr"
+        return builder.load(slot)
+
+    return types.float64(), codegen
+
+
+@intrinsic
+def _fma(typingctx, a, b, c):  # type: ignore[no-untyped-def]
+    """``a * b + c`` rounded once."""
+    sig = types.float64(types.float64, types.float64, types.float64)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        fma = builder.module.declare_intrinsic("llvm.fma", [_DOUBLE],
+                                               ir.FunctionType(_DOUBLE, [_DOUBLE] * 3))
+        return builder.call(fma, args)
+
+    return sig, codegen
+
+
+_V8 = ir.VectorType(_DOUBLE, 8)
+_I64 = ir.IntType(64)
+
+
+def _shuffle(builder, a, b, mask):  # type: ignore[no-untyped-def]
+    return builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(ir.IntType(32), 8), mask))
+
+
+def _vjoin(builder, x, y):  # type: ignore[no-untyped-def]
+    """Vector lanes ``x = (s, c)`` gain lanes ``y``: TwoSum of the sums (no fast-math flags)."""
+    s = builder.fadd(x[0], y[0])
+    bp = builder.fsub(s, x[0])
+    err = builder.fadd(builder.fsub(x[0], builder.fsub(s, bp)), builder.fsub(y[0], bp))
+    return s, builder.fadd(builder.fadd(x[1], y[1]), err)
+
+
+def _vmerge(builder, x, y, first, second):  # type: ignore[no-untyped-def]
+    """:func:`_vjoin` of the lanes ``first`` of ``x, y`` (as one vector) with their lanes
+    ``second``."""
+    a = (_shuffle(builder, x[0], y[0], first), _shuffle(builder, x[1], y[1], first))
+    b = (_shuffle(builder, x[0], y[0], second), _shuffle(builder, x[1], y[1], second))
+    return _vjoin(builder, a, b)
+
+
+@intrinsic
+def _fold_four(typingctx, sums, comps):  # type: ignore[no-untyped-def]
+    """The four runs' lanes of :func:`_four_runs` (pointers to the stack lanes) joined into
+    one double-double each, ``(hi0, lo0, ..., hi3, lo3)``, in vector operations: the two
+    vectors of each run, then halves, quarters and pairs of lanes of two runs at a time, side
+    by side (lane by lane in numba measured ~1.7x the time of the sums of 512-element rows).
+    """
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        def load(ptr, i):
+            at = builder.gep(ptr, [ir.Constant(_I64, 8 * i)])
+            return builder.load(builder.bitcast(at, _V8.as_pointer()), align=8)
+
+        runs = [_vjoin(builder, (load(args[0], 2 * r), load(args[1], 2 * r)),
+                       (load(args[0], 2 * r + 1), load(args[1], 2 * r + 1)))
+                for r in range(4)]
+        halves = ([0, 1, 2, 3, 8, 9, 10, 11], [4, 5, 6, 7, 12, 13, 14, 15])
+        ab = _vmerge(builder, runs[0], runs[1], *halves)  # runs 0, 1: four lanes each
+        cd = _vmerge(builder, runs[2], runs[3], *halves)
+        x = _vmerge(builder, ab, cd, [0, 1, 4, 5, 8, 9, 12, 13], [2, 3, 6, 7, 10, 11, 14, 15])
+        y = _vmerge(builder, x, x, [0, 2, 4, 6, 0, 2, 4, 6], [1, 3, 5, 7, 1, 3, 5, 7])
+        hi = builder.fadd(y[0], y[1])  # normalized: TwoSum of (s, c)
+        bp = builder.fsub(hi, y[0])
+        lo = builder.fadd(builder.fsub(y[0], builder.fsub(hi, bp)), builder.fsub(y[1], bp))
+        out = cgutils.get_null_value(context.get_value_type(signature.return_type))
+        for r in range(4):
+            out = builder.insert_value(out, builder.extract_element(hi, ir.Constant(_I64, r)),
+                                       2 * r)
+            out = builder.insert_value(out, builder.extract_element(lo, ir.Constant(_I64, r)),
+                                       2 * r + 1)
+        return out
+
+    return types.UniTuple(types.float64, 8)(sums, comps), codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _two_sum(a, b):
+    """``a + b`` and its rounding error (Knuth, branch-free)."""
+    s = a + b
+    bp = s - a
+    return s, (a - (s - bp)) + (b - bp)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _add(s, c, k, v, square, one, m1):
+    """Lane ``k`` gains ``v`` (``v * v`` when ``square``, rounded once with the compensation)."""
+    y = _fma(v, v, c[k]) if square else _fma(c[k], one, v)
+    t = s[k] + y
+    c[k] = _fma(t, m1, s[k]) + y
+    s[k] = t
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _four_runs(base, a0, a1, a2, a3, n, step, hop, square, s, c):
+    """Four runs of ``n`` elements, from ``base[a0]`` ... ``base[a3]``, into LANES lanes each
+    (run ``r`` from lane ``r * LANES``), in one loop. A run is read LANES elements at a time,
+    ``step`` apart, the groups ``hop`` elements apart: ``hop = LANES`` for runs of their own,
+    ``4 * LANES`` for four runs interleaved in one stretch of memory (``n`` then a multiple
+    of LANES)."""
+    m1 = _minus_one()
+    one = -m1
+    u0, u1, u2, u3 = np.uint64(a0), np.uint64(a1), np.uint64(a2), np.uint64(a3)
+    un = np.uint64(n)
+    us = np.uint64(step)
+    uh = np.uint64(hop)
+    i = _ZERO
+    g = _ZERO  # where the group starts, in elements of the run
+    last = np.uint64(base.size - 1)
+    while i + _UL <= un:
+        if step == 1:  # the group's two cache lines AHEAD on, in each run (compile-time test)
+            for q in (_AHEAD, _AHEAD + _HALF):
+                prefetch(base, min(u0 + g + q, last))
+                prefetch(base, min(u1 + g + q, last))
+                prefetch(base, min(u2 + g + q, last))
+                prefetch(base, min(u3 + g + q, last))
+        for k in range(_UL):
+            j = (g + k) * us
+            _add(s, c, k, base[u0 + j], square, one, m1)
+            _add(s, c, _L1 + k, base[u1 + j], square, one, m1)
+            _add(s, c, _L2 + k, base[u2 + j], square, one, m1)
+            _add(s, c, _L3 + k, base[u3 + j], square, one, m1)
+        i += _UL
+        g += uh
+    if i == un:  # no tail: skip its code (masked stores, which later loads wait for)
+        return
+    for k in range(_UL - _ONE):
+        if i + k < un:
+            j = (g + k) * us
+            _add(s, c, k, base[u0 + j], square, one, m1)
+            _add(s, c, _L1 + k, base[u1 + j], square, one, m1)
+            _add(s, c, _L2 + k, base[u2 + j], square, one, m1)
+            _add(s, c, _L3 + k, base[u3 + j], square, one, m1)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _one_run(base, a, n, step, square, s, c):
+    """A run of ``n`` elements ``step`` apart from ``base[a]`` into all four runs' lanes: its
+    groups of ``4 * LANES`` interleaved (one stream through memory, which the hardware
+    prefetcher follows: four separate quarters of a row measured slower from memory), the
+    rest in quarters, the last 0-3 into lanes of their own."""
+    full = n // _FOUR * _FOUR
+    w = LANES * step
+    _four_runs(base, a, a + w, a + 2 * w, a + 3 * w, full // 4, step, _FOUR, square, s, c)
+    a += full * step
+    q = (n - full) // 4
+    _four_runs(base, a, a + q * step, a + 2 * q * step, a + 3 * q * step, q, step, LANES,
+               square, s, c)
+    m1 = _minus_one()
+    one = -m1
+    rest = n - full - 4 * q
+    for k in range(np.uint64(3)):  # constant lanes (a computed one would put them in memory)
+        if k < rest:
+            _add(s, c, k, base[a + (4 * q + k) * step], square, one, m1)
+
+
+@njit(cache=True, nogil=True)
+def _plain(base, a, n, step, square):
+    """The IEEE sum (of squares) of ``n`` elements ``step`` apart from ``base[a]``."""
+    acc = 0.0
+    for i in range(n):
+        v = base[a + i * step]
+        acc += v * v if square else v
+    return acc
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _finite_or_plain(base, a, n, step, square, s, c):
+    """``(s, c)`` as a normalized double-double, or the IEEE sum of the run when ``s`` is not
+    finite."""
+    if math.isfinite(s):
+        return _two_sum(s, c)
+    return _plain(base, a, n, step, square), 0.0
+
+
+@njit(cache=True, nogil=True)
+def four_rows(base, a0, a1, a2, a3, n, square):
+    """The sums (of squares) of the four contiguous rows of ``n`` elements from ``base[a0]``,
+    ..., ``base[a3]``, each a double-double ``(hi, lo)`` (the IEEE sum when not finite): the
+    four rows in one loop, their lanes joined side by side."""
+    ps = _stack(_FOUR)
+    pc = _stack(_FOUR)
+    _four_runs(base, a0, a1, a2, a3, n, 1, LANES, square, carray(ps, _FOUR),
+               carray(pc, _FOUR))
+    h0, l0, h1, l1, h2, l2, h3, l3 = _fold_four(ps, pc)
+    h0, l0 = _finite_or_plain(base, a0, n, 1, square, h0, l0)
+    h1, l1 = _finite_or_plain(base, a1, n, 1, square, h1, l1)
+    h2, l2 = _finite_or_plain(base, a2, n, 1, square, h2, l2)
+    h3, l3 = _finite_or_plain(base, a3, n, 1, square, h3, l3)
+    return h0, l0, h1, l1, h2, l2, h3, l3
+
+
+@njit(cache=True, nogil=True)
+def run_sum(base, a, n, step, square):
+    """The sum (of squares) of the ``n`` elements ``step`` apart from ``base[a]``, as a
+    double-double ``(hi, lo)`` (the IEEE sum when not finite)."""
+    ps = _stack(_FOUR)
+    pc = _stack(_FOUR)
+    s = carray(ps, _FOUR)
+    c = carray(pc, _FOUR)
+    if step == 1:  # a compile-time 1 here: the contiguous loads vectorize
+        _one_run(base, a, n, 1, square, s, c)
+    else:
+        _one_run(base, a, n, step, square, s, c)
+    hi, lo = _joined(ps, pc)
+    if math.isfinite(hi):
+        return hi, lo
+    return _plain(base, a, n, step, square), 0.0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _joined(ps, pc):
+    """The four runs' lanes (pointers to them) joined into one normalized double-double."""
+    h0, l0, h1, l1, h2, l2, h3, l3 = _fold_four(ps, pc)
+    hi, lo = _two_sum(h0, h1)
+    lo += l0 + l1
+    hi, e = _two_sum(hi, h2)
+    lo += e + l2
+    hi, e = _two_sum(hi, h3)
+    lo += e + l3
+    return _two_sum(hi, lo)
+
+
+@njit(cache=True, nogil=True)
+def _row_shape(rsz):
+    """(elements per reduced row, reduced rows) of reduced dims ``rsz``."""
+    rows = 1
+    for d in range(rsz.size - 1):
+        rows *= rsz[d]
+    return rsz[rsz.size - 1], rows
+
+
+@njit(cache=True, nogil=True)
+def _plain_output(base, o, rsz, rst, rows, square):
+    """The IEEE sum (of squares) of the ``rows`` contiguous reduced rows of the output at
+    element offset ``o``."""
+    acc = 0.0
+    n = rsz[rsz.size - 1]
+    for t in range(rows):
+        acc += _plain(base, o + flat_offset(t, rsz, rst, rsz.size - 1), n, 1, square)
+    return acc
+
+
+@njit(cache=True, nogil=True)
+def four_outputs(base, o0, o1, o2, o3, rsz, rst, square):
+    """The sums (of squares) of four outputs at element offsets ``o0`` ... ``o3``, each
+    ``(hi, lo)`` (the IEEE sum when not finite), whose reduced dims are ``rsz`` with element
+    strides ``rst`` (the last contiguous): row ``t`` of the four side by side, for every
+    ``t``, into the same lanes, joined once at the end."""
+    ps = _stack(_FOUR)
+    pc = _stack(_FOUR)
+    s = carray(ps, _FOUR)
+    c = carray(pc, _FOUR)
+    n, rows = _row_shape(rsz)
+    for t in range(rows):
+        row = flat_offset(t, rsz, rst, rsz.size - 1)
+        _four_runs(base, o0 + row, o1 + row, o2 + row, o3 + row, n, 1, LANES, square, s, c)
+    h0, l0, h1, l1, h2, l2, h3, l3 = _fold_four(ps, pc)
+    if not (math.isfinite(h0) and math.isfinite(h1) and math.isfinite(h2)
+            and math.isfinite(h3)):
+        if not math.isfinite(h0):
+            h0, l0 = _plain_output(base, o0, rsz, rst, rows, square), 0.0
+        if not math.isfinite(h1):
+            h1, l1 = _plain_output(base, o1, rsz, rst, rows, square), 0.0
+        if not math.isfinite(h2):
+            h2, l2 = _plain_output(base, o2, rsz, rst, rows, square), 0.0
+        if not math.isfinite(h3):
+            h3, l3 = _plain_output(base, o3, rsz, rst, rows, square), 0.0
+    return h0, l0, h1, l1, h2, l2, h3, l3
+
+
+@njit(cache=True, nogil=True)
+def one_output(base, o, rsz, rst, square):
+    """:func:`four_outputs` for one output: its rows four at a time side by side, the last
+    0-3 each spread over the four (:func:`_one_run`), joined once at the end."""
+    ps = _stack(_FOUR)
+    pc = _stack(_FOUR)
+    s = carray(ps, _FOUR)
+    c = carray(pc, _FOUR)
+    n, rows = _row_shape(rsz)
+    last = rsz.size - 1
+    full = rows // 4 * 4
+    for t in range(0, full, 4):
+        a = o + flat_offset(t, rsz, rst, last)
+        _four_runs(base, a, o + flat_offset(t + 1, rsz, rst, last),
+                   o + flat_offset(t + 2, rsz, rst, last), o + flat_offset(t + 3, rsz, rst, last),
+                   n, 1, LANES, square, s, c)
+    for t in range(full, rows):
+        _one_run(base, o + flat_offset(t, rsz, rst, last), n, 1, square, s, c)
+    hi, lo = _joined(ps, pc)
+    if math.isfinite(hi):
+        return hi, lo
+    return _plain_output(base, o, rsz, rst, rows, square), 0.0
