@@ -10,8 +10,7 @@ lanes are joined by TwoSum, in vector operations, into one double-double per run
 * :func:`four_rows`: four contiguous rows, one sum each;
 * :func:`four_outputs` / :func:`one_output`: every reduced row of four outputs (of one) into
   the same lanes, joined once at the end;
-* :func:`run_sum`: one run of any stride, its groups of ``4 * LANES`` interleaved over the four
-  runs (one stream through memory).
+* :func:`run_sum`: one run of any stride, a quarter in each of the four runs.
 
 Why: a plain vector sum rounds in every lane and again in the tree that joins the lanes, and
 on regular data (constant rows) those roundings add up instead of averaging out (up to 6.6 ulp
@@ -134,7 +133,7 @@ def _fold_four(typingctx, sums, comps):  # type: ignore[no-untyped-def]
     """The four runs' lanes of :func:`_four_runs` (pointers to the stack lanes) joined into
     one double-double each, ``(hi0, lo0, ..., hi3, lo3)``, in vector operations: the two
     vectors of each run, then halves, quarters and pairs of lanes of two runs at a time, side
-    by side (lane by lane in numba measured ~1.7x the time of the sums of 512-element rows).
+    by side (joined lane by lane, numba's code cost nearly as much as summing rows of 512).
     """
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
         def load(ptr, i):
@@ -181,41 +180,35 @@ def _add(s, c, k, v, square, one, m1):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _four_runs(base, a0, a1, a2, a3, n, step, hop, square, s, c):
-    """Four runs of ``n`` elements, from ``base[a0]`` ... ``base[a3]``, into LANES lanes each
-    (run ``r`` from lane ``r * LANES``), in one loop. A run is read LANES elements at a time,
-    ``step`` apart, the groups ``hop`` elements apart: ``hop = LANES`` for runs of their own,
-    ``4 * LANES`` for four runs interleaved in one stretch of memory (``n`` then a multiple
-    of LANES)."""
+def _four_runs(base, a0, a1, a2, a3, n, step, square, s, c):
+    """Four runs of ``n`` elements ``step`` apart, from ``base[a0]`` ... ``base[a3]``, into
+    LANES lanes each (run ``r`` from lane ``r * LANES``), in one loop."""
     m1 = _minus_one()
     one = -m1
     u0, u1, u2, u3 = np.uint64(a0), np.uint64(a1), np.uint64(a2), np.uint64(a3)
     un = np.uint64(n)
     us = np.uint64(step)
-    uh = np.uint64(hop)
     i = _ZERO
-    g = _ZERO  # where the group starts, in elements of the run
     last = np.uint64(base.size - 1)
     while i + _UL <= un:
         if step == 1:  # the group's two cache lines AHEAD on, in each run (compile-time test)
             for q in (_AHEAD, _AHEAD + _HALF):
-                prefetch(base, min(u0 + g + q, last))
-                prefetch(base, min(u1 + g + q, last))
-                prefetch(base, min(u2 + g + q, last))
-                prefetch(base, min(u3 + g + q, last))
+                prefetch(base, min(u0 + i + q, last))
+                prefetch(base, min(u1 + i + q, last))
+                prefetch(base, min(u2 + i + q, last))
+                prefetch(base, min(u3 + i + q, last))
         for k in range(_UL):
-            j = (g + k) * us
+            j = (i + k) * us
             _add(s, c, k, base[u0 + j], square, one, m1)
             _add(s, c, _L1 + k, base[u1 + j], square, one, m1)
             _add(s, c, _L2 + k, base[u2 + j], square, one, m1)
             _add(s, c, _L3 + k, base[u3 + j], square, one, m1)
         i += _UL
-        g += uh
     if i == un:  # no tail: skip its code (masked stores, which later loads wait for)
         return
     for k in range(_UL - _ONE):
         if i + k < un:
-            j = (g + k) * us
+            j = (i + k) * us
             _add(s, c, k, base[u0 + j], square, one, m1)
             _add(s, c, _L1 + k, base[u1 + j], square, one, m1)
             _add(s, c, _L2 + k, base[u2 + j], square, one, m1)
@@ -224,20 +217,15 @@ def _four_runs(base, a0, a1, a2, a3, n, step, hop, square, s, c):
 
 @njit(cache=True, nogil=True, inline="always")
 def _one_run(base, a, n, step, square, s, c):
-    """A run of ``n`` elements ``step`` apart from ``base[a]`` into all four runs' lanes: its
-    groups of ``4 * LANES`` interleaved (one stream through memory, which the hardware
-    prefetcher follows: four separate quarters of a row measured slower from memory), the
-    rest in quarters, the last 0-3 into lanes of their own."""
-    full = n // _FOUR * _FOUR
-    w = LANES * step
-    _four_runs(base, a, a + w, a + 2 * w, a + 3 * w, full // 4, step, _FOUR, square, s, c)
-    a += full * step
-    q = (n - full) // 4
-    _four_runs(base, a, a + q * step, a + 2 * q * step, a + 3 * q * step, q, step, LANES,
-               square, s, c)
+    """A run of ``n`` elements ``step`` apart from ``base[a]`` into all four runs' lanes: a
+    quarter each (four streams through memory: one interleaved stream measured 10-20% slower
+    from memory on two threads), the last 0-3 into lanes of their own."""
+    q = n // 4
+    _four_runs(base, a, a + q * step, a + 2 * q * step, a + 3 * q * step, q, step, square,
+               s, c)
     m1 = _minus_one()
     one = -m1
-    rest = n - full - 4 * q
+    rest = n - 4 * q
     for k in range(np.uint64(3)):  # constant lanes (a computed one would put them in memory)
         if k < rest:
             _add(s, c, k, base[a + (4 * q + k) * step], square, one, m1)
@@ -269,8 +257,7 @@ def four_rows(base, a0, a1, a2, a3, n, square):
     four rows in one loop, their lanes joined side by side."""
     ps = _stack(_FOUR)
     pc = _stack(_FOUR)
-    _four_runs(base, a0, a1, a2, a3, n, 1, LANES, square, carray(ps, _FOUR),
-               carray(pc, _FOUR))
+    _four_runs(base, a0, a1, a2, a3, n, 1, square, carray(ps, _FOUR), carray(pc, _FOUR))
     h0, l0, h1, l1, h2, l2, h3, l3 = _fold_four(ps, pc)
     h0, l0 = _finite_or_plain(base, a0, n, 1, square, h0, l0)
     h1, l1 = _finite_or_plain(base, a1, n, 1, square, h1, l1)
@@ -343,7 +330,7 @@ def four_outputs(base, o0, o1, o2, o3, rsz, rst, square):
     n, rows = _row_shape(rsz)
     for t in range(rows):
         row = flat_offset(t, rsz, rst, rsz.size - 1)
-        _four_runs(base, o0 + row, o1 + row, o2 + row, o3 + row, n, 1, LANES, square, s, c)
+        _four_runs(base, o0 + row, o1 + row, o2 + row, o3 + row, n, 1, square, s, c)
     h0, l0, h1, l1, h2, l2, h3, l3 = _fold_four(ps, pc)
     if not (math.isfinite(h0) and math.isfinite(h1) and math.isfinite(h2)
             and math.isfinite(h3)):
@@ -373,7 +360,7 @@ def one_output(base, o, rsz, rst, square):
         a = o + flat_offset(t, rsz, rst, last)
         _four_runs(base, a, o + flat_offset(t + 1, rsz, rst, last),
                    o + flat_offset(t + 2, rsz, rst, last), o + flat_offset(t + 3, rsz, rst, last),
-                   n, 1, LANES, square, s, c)
+                   n, 1, square, s, c)
     for t in range(full, rows):
         _one_run(base, o + flat_offset(t, rsz, rst, last), n, 1, square, s, c)
     hi, lo = _joined(ps, pc)
