@@ -508,3 +508,12 @@ def flat_offset(index, sizes, strides, last):
         off += (index - q * n) * strides[d]
         index = q
     return off
+
+
+@njit(cache=True, nogil=True, inline="always")
+def two_sum(a, b):
+    """``a + b`` and its rounding error (Knuth's TwoSum, branch-free). Inlined into numba IR:
+    call it only from functions without fast-math, which would cancel the error."""
+    s = a + b
+    bp = s - a
+    return s, (a - (s - bp)) + (b - bp)

@@ -38,7 +38,7 @@ from numba import carray, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ._common import flat_offset, prefetch
+from ._common import flat_offset, prefetch, two_sum
 
 #: Kahan accumulators per run: two vectors of float64 (four runs: eight chains in flight).
 LANES = 16
@@ -163,14 +163,6 @@ def _fold_four(typingctx, sums, comps):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _two_sum(a, b):
-    """``a + b`` and its rounding error (Knuth, branch-free)."""
-    s = a + b
-    bp = s - a
-    return s, (a - (s - bp)) + (b - bp)
-
-
-@njit(cache=True, nogil=True, inline="always")
 def _add(s, c, k, v, square, one, m1):
     """Lane ``k`` gains ``v`` (``v * v`` when ``square``, rounded once with the compensation)."""
     y = _fma(v, v, c[k]) if square else _fma(c[k], one, v)
@@ -246,7 +238,7 @@ def _finite_or_plain(base, a, n, step, square, s, c):
     """``(s, c)`` as a normalized double-double, or the IEEE sum of the run when ``s`` is not
     finite."""
     if math.isfinite(s):
-        return _two_sum(s, c)
+        return two_sum(s, c)
     return _plain(base, a, n, step, square), 0.0
 
 
@@ -279,22 +271,20 @@ def run_sum(base, a, n, step, square):
     else:
         _one_run(base, a, n, step, square, s, c)
     hi, lo = _joined(ps, pc)
-    if math.isfinite(hi):
-        return hi, lo
-    return _plain(base, a, n, step, square), 0.0
+    return _finite_or_plain(base, a, n, step, square, hi, lo)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _joined(ps, pc):
     """The four runs' lanes (pointers to them) joined into one normalized double-double."""
     h0, l0, h1, l1, h2, l2, h3, l3 = _fold_four(ps, pc)
-    hi, lo = _two_sum(h0, h1)
+    hi, lo = two_sum(h0, h1)
     lo += l0 + l1
-    hi, e = _two_sum(hi, h2)
+    hi, e = two_sum(hi, h2)
     lo += e + l2
-    hi, e = _two_sum(hi, h3)
+    hi, e = two_sum(hi, h3)
     lo += e + l3
-    return _two_sum(hi, lo)
+    return two_sum(hi, lo)
 
 
 @njit(cache=True, nogil=True)
@@ -332,16 +322,14 @@ def four_outputs(base, o0, o1, o2, o3, rsz, rst, square):
         row = flat_offset(t, rsz, rst, rsz.size - 1)
         _four_runs(base, o0 + row, o1 + row, o2 + row, o3 + row, n, 1, square, s, c)
     h0, l0, h1, l1, h2, l2, h3, l3 = _fold_four(ps, pc)
-    if not (math.isfinite(h0) and math.isfinite(h1) and math.isfinite(h2)
-            and math.isfinite(h3)):
-        if not math.isfinite(h0):
-            h0, l0 = _plain_output(base, o0, rsz, rst, rows, square), 0.0
-        if not math.isfinite(h1):
-            h1, l1 = _plain_output(base, o1, rsz, rst, rows, square), 0.0
-        if not math.isfinite(h2):
-            h2, l2 = _plain_output(base, o2, rsz, rst, rows, square), 0.0
-        if not math.isfinite(h3):
-            h3, l3 = _plain_output(base, o3, rsz, rst, rows, square), 0.0
+    if not math.isfinite(h0):
+        h0, l0 = _plain_output(base, o0, rsz, rst, rows, square), 0.0
+    if not math.isfinite(h1):
+        h1, l1 = _plain_output(base, o1, rsz, rst, rows, square), 0.0
+    if not math.isfinite(h2):
+        h2, l2 = _plain_output(base, o2, rsz, rst, rows, square), 0.0
+    if not math.isfinite(h3):
+        h3, l3 = _plain_output(base, o3, rsz, rst, rows, square), 0.0
     return h0, l0, h1, l1, h2, l2, h3, l3
 
 

@@ -58,6 +58,7 @@ from ._common import (
     storage_dtype,
     storage_view,
     store,
+    two_sum,
     widen,
 )
 from ._exp import (
@@ -420,18 +421,11 @@ def _log_step(m, start, s, err):
     ``start + (S exp(-start) - 1)``, on the two-part exp (error below 2**-56 absolute), and the
     sum with ``m`` rounded once."""
     eh, el = _exp_split(-start)
-    one, low = _two_sum(1.0, s)
+    one, low = two_sum(1.0, s)
     p, pe = _two_prod(one, eh)
     correction = (p - 1.0) + (pe + (one * el + (low + err) * eh))  # p - 1: exact (Sterbenz)
-    head, tail = _two_sum(m, start)
+    head, tail = two_sum(m, start)
     return head + (tail + correction)
-
-
-@njit(cache=True)
-def _two_sum(a, b):
-    s = a + b
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
 
 
 @njit(cache=True)

@@ -31,7 +31,7 @@ from numba import njit
 
 from ...spec.dtypes import is_float
 from ..states import ZERO_SCALE
-from ._common import REASSOC, storage_view, widen
+from ._common import REASSOC, storage_view, two_sum, widen
 from ._exp import exp_nonpos
 
 #: Terms per lane group of the row-wise double-double sums.
@@ -169,17 +169,10 @@ def _peaks(base, m, n, rs, cs, magnitude, peak):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _two_sum(a, b):  # pragma: no cover - compiled
-    s = a + b
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
-
-
-@njit(cache=True, nogil=True, inline="always")
 def _accumulate(hi, lo, k, h, e):  # pragma: no cover - compiled
     """Lane ``k``'s double-double ``hi[k] + lo[k]`` gains ``h + e`` (``e`` a low part): TwoSum
     of the high parts, its error and ``e`` into the low."""
-    s, err = _two_sum(hi[k], h)
+    s, err = two_sum(hi[k], h)
     hi[k] = s
     lo[k] += err + e
 
@@ -189,9 +182,9 @@ def _lanes_total(hi, lo):  # pragma: no cover - compiled
     """The double-double (head, tail) of lanes ``hi[k] + lo[k]``."""
     s, e = 0.0, 0.0
     for k in range(hi.size):
-        s, err = _two_sum(s, hi[k])
+        s, err = two_sum(s, hi[k])
         e += err + lo[k]
-    return _two_sum(s, e)
+    return two_sum(s, e)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -255,7 +248,7 @@ def _dd_columns(base, m, n, cs, squares, magnitude, scale, rescale, head, tail):
                 h, e = _term(abs(v) if part else v, scale[i], rescale[i], squares)
                 _accumulate(hi, lo, i, h, e)
         for i in range(m):
-            s, e = _two_sum(hi[i], lo[i])
+            s, e = two_sum(hi[i], lo[i])
             head[part * m + i] = s
             tail[part * m + i] = e
 

@@ -27,7 +27,7 @@ one compiled call that schedules itself on numba's current thread count (:func:`
 
 float16/bfloat16/float32 accumulate in float64 and round once (float16/bfloat16 via a
 round-to-odd float32). float64 rows are summed in Kahan-compensated vector lanes
-(:mod:`._lanes`: four outputs' rows side by side, or a run's groups interleaved), each run's
+(:mod:`._lanes`: four outputs' rows side by side, or a run in quarters), each run's
 lanes joined by TwoSum into a double-double that is folded into its output by Neumaier; the
 column kernel adds three or four rows at a time (pairwise) and folds each such sum in with
 Knuth's TwoSum. Terms of one sign are then within about an ulp (0.5 measured for sums), and
@@ -506,6 +506,13 @@ def _fold(s, c, x):
     return t, c
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _fold_dd(s, c, k, head, tail):
+    """``s[k], c[k]`` gain the double-double ``head + tail`` (Neumaier on the head)."""
+    s[k], c[k] = _fold(s[k], c[k], head)
+    c[k] += tail
+
+
 def _add_run(base, a, n, step, square, s, c, k):  # pragma: no cover - njit only
     raise NotImplementedError
 
@@ -522,8 +529,7 @@ def _add_run_impl(base, a, n, step, square, s, c, k):
         # a constant flag in each call: a run-time one would stay in the inner loop
         head, tail = (run_sum(base, a, n, step, True) if square
                       else run_sum(base, a, n, step, False))
-        s[k], c[k] = _fold(s[k], c[k], head)
-        c[k] += tail
+        _fold_dd(s, c, k, head, tail)
     return impl
 
 
@@ -541,14 +547,10 @@ def _add_four_runs_impl(base, a0, a1, a2, a3, n, square, s, c, k0, k1, k2, k3):
     def impl(base, a0, a1, a2, a3, n, square, s, c, k0, k1, k2, k3):
         h0, l0, h1, l1, h2, l2, h3, l3 = (four_rows(base, a0, a1, a2, a3, n, True) if square
                                           else four_rows(base, a0, a1, a2, a3, n, False))
-        s[k0], c[k0] = _fold(s[k0], c[k0], h0)
-        c[k0] += l0
-        s[k1], c[k1] = _fold(s[k1], c[k1], h1)
-        c[k1] += l1
-        s[k2], c[k2] = _fold(s[k2], c[k2], h2)
-        c[k2] += l2
-        s[k3], c[k3] = _fold(s[k3], c[k3], h3)
-        c[k3] += l3
+        _fold_dd(s, c, k0, h0, l0)
+        _fold_dd(s, c, k1, h1, l1)
+        _fold_dd(s, c, k2, h2, l2)
+        _fold_dd(s, c, k3, h3, l3)
     return impl
 
 
@@ -1370,10 +1372,9 @@ def _split_dims(sizes, red):
     nk = 0
     for d in range(m):
         nk += red[d] == 0
-    ksz = np.empty(nk, np.int64)
-    kst = np.empty(nk, np.int64)
-    rsz = np.empty(m - nk, np.int64)
-    rst = np.empty(m - nk, np.int64)
+    dims = np.empty((4, m), np.int64)  # one allocation (this runs on every small call)
+    ksz, kst = dims[0, :nk], dims[1, :nk]
+    rsz, rst = dims[2, :m - nk], dims[3, :m - nk]
     stride = 1
     ik = nk
     ir = m - nk
