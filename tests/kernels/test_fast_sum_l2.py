@@ -31,7 +31,7 @@ from onnx_reduce.plan import make_plan
 from onnx_reduce.spec import Request, resolve
 
 numba = pytest.importorskip("numba")
-from onnx_reduce.kernels.fast import _common, sum_l2  # noqa: E402
+from onnx_reduce.kernels.fast import _common, _lanes, sum_l2  # noqa: E402
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 FLOATS = [np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), BF16]
@@ -380,6 +380,47 @@ def test_short_rows_of_adjacent_outputs(op: str, dtype: np.dtype) -> None:
         assert_close(run(op, x, [0, 2]), expected(x, (0, 2), op))
         y = x[::-2]  # serial, canonical path
         assert_close(run(op, y, [0, 2]), expected(y, (0, 2), op))
+
+
+@pytest.mark.parametrize("op", ["sum", "l2"])
+def test_float64_rows_in_quarter_blocks(op: str) -> None:
+    """float64 rows, one per output, threaded: work items of a multiple of four rows (at most
+    64, four items per thread at least, down to four rows), whose quarters the compensated
+    lanes read side by side; rows left over from the quarters (1-3) go one at a time."""
+    dtype = np.dtype(np.float64)
+    threads = numba.get_num_threads()
+    for rows, cols in ((256 * threads, 130), (48 * threads + 3, 1500), (7, 12000)):
+        x = make((rows, cols), dtype, rows)
+        assert x.size >= sum_l2.PARALLEL_MIN
+        geo, _ = sum_l2._c_geometry(x.shape, (1,))
+        block = sum_l2._rows_schedule(geo, dtype.itemsize, threads, 64, True)[0]
+        assert block % 4 == 0
+        assert 4 <= block <= 64
+        assert block == 4 or -(-rows // block) >= 4 * threads
+        assert block == 64 or rows < 256 * threads
+        assert_close(run(op, x, [1]), expected(x, (1,), op))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mprotect through libc")
+def test_float64_prefetches_past_the_array_end_fault_nothing() -> None:
+    """Rows of arrays read from memory (``_lanes._FAR`` elements and more) are prefetched 4 KiB
+    ahead without clamping to the array: the last rows' prefetches reach past its end, here
+    into a page that cannot be read. A prefetch is a hint and faults nothing."""
+    import ctypes
+    import mmap
+
+    nbytes = _lanes._FAR * 8
+    assert nbytes % mmap.PAGESIZE == 0
+    buf = mmap.mmap(-1, nbytes + mmap.PAGESIZE)
+    start = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    libc = ctypes.CDLL(None, use_errno=True)
+    guard = ctypes.c_void_p(start + nbytes)
+    assert libc.mprotect(guard, mmap.PAGESIZE, 0) == 0, ctypes.get_errno()  # PROT_NONE
+    x = np.frombuffer(buf, np.float64, count=_lanes._FAR).reshape(512, -1)
+    x[...] = make(x.shape, np.dtype(np.float64), 7)
+    for op in ("sum", "l2"):
+        for axes in ((1,), (0, 1)):
+            assert_close(run(op, x, list(axes)), expected(x, axes, op))
 
 
 @pytest.mark.parametrize(

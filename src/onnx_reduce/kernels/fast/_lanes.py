@@ -53,6 +53,9 @@ _HALF = np.uint64(LANES // 2)
 _ZERO = np.uint64(0)
 #: Elements (4 KiB) ahead of each run whose cache lines are prefetched.
 _AHEAD = np.uint64(512)
+#: Arrays of this many elements (8 MiB) or more are read from memory and prefetched; smaller
+#: ones are in cache, where the prefetches only cost instructions.
+_FAR = 1 << 20
 _ONE = np.uint64(1)
 
 
@@ -181,14 +184,14 @@ def _four_runs(base, a0, a1, a2, a3, n, step, square, s, c):
     un = np.uint64(n)
     us = np.uint64(step)
     i = _ZERO
-    last = np.uint64(base.size - 1)
+    ahead = step == 1 and base.size >= _FAR  # (step: a compile-time test)
     while i + _UL <= un:
-        if step == 1:  # the group's two cache lines AHEAD on, in each run (compile-time test)
+        if ahead:  # the group's two cache lines AHEAD on, in each run (past the end: no fault)
             for q in (_AHEAD, _AHEAD + _HALF):
-                prefetch(base, min(u0 + i + q, last))
-                prefetch(base, min(u1 + i + q, last))
-                prefetch(base, min(u2 + i + q, last))
-                prefetch(base, min(u3 + i + q, last))
+                prefetch(base, u0 + i + q)
+                prefetch(base, u1 + i + q)
+                prefetch(base, u2 + i + q)
+                prefetch(base, u3 + i + q)
         for k in range(_UL):
             j = (i + k) * us
             _add(s, c, k, base[u0 + j], square, one, m1)

@@ -392,8 +392,9 @@ def _counts(geo):
 def _row_block(geo, n_out, n_red, itemsize, threads, comp=False):
     """How many neighbouring outputs a row-kernel work item takes together.
 
-    One, when each output is one row (float64, ``comp``: four, whose rows the compensated
-    lanes read side by side). Else up to ROW_BLOCK_BYTES of their rows per step (64
+    One, when each output is one row (float64, ``comp``: a multiple of four up to 64, four
+    blocks per thread at least, whose rows the compensated lanes read a quarter of the block
+    apart: four streams through memory). Else up to ROW_BLOCK_BYTES of their rows per step (64
     outputs at most, four blocks per thread at least). When each output's rows are next to
     its neighbours' (e.g. axes (0, 2) of a C array) and the reductions are long enough to cut
     in pieces for the threads, up to ROW_RUN_BYTES instead: a step reads one run that long
@@ -403,7 +404,7 @@ def _row_block(geo, n_out, n_red, itemsize, threads, comp=False):
     nr = geo[1]
     row = geo[2 + 2 * nk + nr - 1]  # length of the innermost reduced dim
     if row >= n_red:
-        return 4 if comp else 1
+        return max(4, min(64, n_out // (4 * threads)) // 4 * 4) if comp else 1
     block = max(1, min(ROW_BLOCK_BYTES // (row * itemsize), 64, n_out // (4 * threads)))
     adjacent = nk > 0 and geo[1 + 2 * nk + 2 * nr] == 1 and geo[1 + 2 * nk] == row
     if not adjacent or n_red // MIN_PIECE_ELEMENTS < 2 * threads:
