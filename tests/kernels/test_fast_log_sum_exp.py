@@ -306,6 +306,20 @@ def test_float64_well_conditioned_long_rows():
     assert_close(np.ascontiguousarray(x.T), (0,), fast_lse(np.ascontiguousarray(x.T), [0]))
 
 
+def test_float64_blocks_of_terms_near_one():
+    """float64 rows around the block length (one element less or more, two and three blocks)
+    whose terms are all just under 1, so that each block adds up to about its length: within
+    the bound. The block stays within the 2**13 terms whose parts on the 2**-40 grid add up
+    exactly in any order."""
+    block = lse_module.BLOCK
+    assert block <= 1 << 13
+    rng = np.random.default_rng(14)
+    for n in (block - 1, block, block + 1, 2 * block + 3, 3 * block):
+        x = 5.0 - rng.random((2, n)) * 2.0**-30
+        x[:, 0] = 5.0
+        assert_close(x, (1,), fast_lse(x, [1]))
+
+
 # ----------------------------------------------------------------------------- guessed shift
 
 NARROW = [np.dtype(np.float32), np.dtype(np.float16), bfloat16]

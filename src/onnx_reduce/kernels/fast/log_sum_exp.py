@@ -80,7 +80,9 @@ if TYPE_CHECKING:
 __all__ = ["bind_log_sum_exp", "reduce_log_sum_exp"]
 
 #: Elements per reassociated block before a compensated add (float64; narrower: LONG_BLOCK).
-BLOCK = 64
+#: float64 blocks add the terms' parts on the 2**-40 grid (:func:`_term_parts`), exact for up
+#: to 2**13 terms below 1 in any order; longer blocks cost fewer folds (64: 1.3-1.6x slower).
+BLOCK = 4096
 LONG_BLOCK = 1024
 #: Narrow floats: elements per chunk of a row read once (max, then terms from cache).
 CHUNK = 8192
