@@ -213,8 +213,8 @@ def _four_runs(base, a0, a1, a2, a3, n, step, square, s, c):
 @njit(cache=True, nogil=True, inline="always")
 def _one_run(base, a, n, step, square, s, c):
     """A run of ``n`` elements ``step`` apart from ``base[a]`` into all four runs' lanes: a
-    quarter each (four streams through memory: one interleaved stream measured 10-20% slower
-    from memory on two threads), the last 0-3 into lanes of their own."""
+    quarter each (four streams through memory; one interleaved stream measured no better:
+    ``docs/kernel-design.md``), the last 0-3 into lanes of their own."""
     q = n // 4
     _four_runs(base, a, a + q * step, a + 2 * q * step, a + 3 * q * step, q, step, square,
                s, c)

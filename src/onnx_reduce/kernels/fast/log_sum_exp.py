@@ -50,6 +50,7 @@ from ._common import (
     REASSOC,
     Canonical,
     canonical,
+    flat_offset,
     is_float64,
     memory_order_geometry,
     next_outer,
@@ -381,13 +382,8 @@ _KEY_FLOOR = -(1 << 63)
 
 @njit(cache=True)
 def _offset(flat, sizes, strides):
-    """Element offset of C-order index ``flat`` over ``sizes``."""
-    off = 0
-    for d in range(sizes.size - 1, -1, -1):
-        q = flat // sizes[d]
-        off += (flat - q * sizes[d]) * strides[d]
-        flat = q
-    return off
+    """Element offset of C-order index ``flat`` over all of ``sizes``."""
+    return flat_offset(flat, sizes, strides, sizes.size)
 
 
 @njit(cache=True)
