@@ -160,6 +160,17 @@ def test_an_empty_piece_merges_as_nothing(op):
 
 
 @pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", [*FLOATS, np.int64])
+def test_states_of_no_outputs_merge(op, dtype):
+    """Pieces whose kept axis is empty (a zero-length dask chunk there) hold no states; they
+    merge and finish into no outputs, as the whole array would."""
+    data = np.ones((3, 0), dtype)
+    merged = states.merge(op, _pieces(op, data, 0, [1, 2]), (0,))
+    assert merged.shape == (1, 0)
+    assert states.finish(op, merged, data.dtype).shape == (1, 0)
+
+
+@pytest.mark.parametrize("op", OPS)
 def test_partial_walks_blocks_and_merges_them(op, monkeypatch):
     """Blocks of 7 elements inside one piece give the one-block result within the contract."""
     data = (np.random.default_rng(2).standard_normal((5, 6, 9)) * 3).astype(np.float32)

@@ -456,7 +456,8 @@ def _sum_square_merge(states: np.ndarray, axes: Axes) -> np.ndarray:
     with np.errstate(invalid="ignore", under="ignore"):  # 2**-1000 below the largest: lost
         parts = [np.moveaxis(np.ldexp(states[name], 2 * (states["exp"] - exp)), axes, last)
                  for name in ("head", "tail")]
-        high, low = (part.reshape((*merged.shape, -1)) for part in parts)
+        count = math.prod(states.shape[a] for a in axes)  # not -1: there may be no outputs
+        high, low = (part.reshape((*merged.shape, count)) for part in parts)
         _dd_store(merged, high, low)
     return merged
 
