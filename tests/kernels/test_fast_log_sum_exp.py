@@ -189,6 +189,22 @@ def test_block_and_thread_boundaries(dtype, shape, axes, thresholds):
     assert_close(x, axes, fast_lse(x, axes))
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_short_runs_read_in_groups(dtype, thresholds):
+    # Reductions over non-adjacent axes read many short runs; evenly spaced ones are added in
+    # one loop nest (up to a block), across the wrap of an outer reduced dim, from pieces that
+    # start mid-run ("tiny"), strided, with ties, and where the narrow floats' guess declines.
+    for seed, (shape, axes) in enumerate([((9, 3, 5, 7), (0, 1, 3)), ((40, 2, 30), (0, 2)),
+                                          ((5, 70, 3, 3), (1, 3))]):
+        x = sample(shape, dtype, seed=30 + seed, scale=2.0)
+        assert_close(x, axes, fast_lse(x, axes))
+        x.reshape(-1)[::5] = x.max()  # ties with the maximum
+        x.reshape(-1)[-1] = x.max() + 300.0  # far above every guess
+        assert_close(x, axes, fast_lse(x, axes))
+        view = x[..., ::-2]
+        assert_close(view, axes, fast_lse(view, axes))
+
+
 def test_large_inputs_take_the_parallel_paths():
     # Default thresholds: parallel rows/columns and split reductions on real sizes, checked on a
     # few outputs (mpmath is slow) and against the same kernel on one thread.
@@ -386,6 +402,75 @@ def test_guess_serves_or_declines():
         assert ulp_error(guess(row), exact_lse(x[row]), np.dtype(np.float32)) <= 0.51
     for row in (1, 2, 3, 4, 5, 6, 10):  # margin, NaN, +inf, -inf guess, small results
         assert np.isnan(guess(row)), row
+
+
+@pytest.mark.parametrize("dtype", NARROW, ids=str)
+def test_guessed_shift_columns(dtype):
+    # The rows above as columns: the guess (maximum of the first PROBE_ROWS rows) serves some
+    # outputs of a work item and declines others, which the exact passes then compute.
+    x = np.ascontiguousarray(guess_rows(dtype).T)
+    assert_close(x, (0,), fast_lse(x, [0]))
+    assert_close(x[::-3], (0,), fast_lse(x[::-3], [0]))  # strided rows
+    assert_close(x[:, ::2], (0,), fast_lse(x[:, ::2], [0]))  # strided outputs
+    cube = x[:2990].reshape(2, 1495, 12)
+    assert_close(cube, (1,), fast_lse(cube, [1]))  # middle axis
+    lse_module._JOBS.clear()
+    try:
+        twice = np.tile(x, (1, 2))  # 72000 elements: parallel
+        assert_close(twice, (0,), fast_lse(twice, [0]))
+        kernels = {job[0] for job in lse_module._JOBS.values() if job is not None}
+        assert kernels == {lse_module._columns_parallel}
+    finally:
+        lse_module._JOBS.clear()
+
+
+def test_column_guess_serves_or_declines():
+    # Decided per output, by the rule of the rows' guess.
+    x = np.ascontiguousarray(guess_rows(np.dtype(np.float32)).T)
+    n, w = x.shape
+    flat = x.reshape(-1)
+    bits = flat.view(np.int32)
+    keys = np.full(w, lse_module._KEY_FLOOR, np.int64)
+    mags = np.zeros(w, np.int64)
+    peaks = np.empty(w)
+    his = np.zeros(w)
+    rows = np.array([n], np.int64)
+    lse_module._column_guess_pass(flat, bits, 0, w, 1, rows, np.array([w], np.int64), n, keys,
+                                  mags, peaks, his)
+    results = [lse_module._guessed(flat, peaks[j], his[j]) for j in range(w)]
+    for j in (0, 8, 9, 11):
+        assert ulp_error(results[j], exact_lse(x[:, j]), np.dtype(np.float32)) <= 0.51
+    for j in (1, 2, 3, 4, 5, 6, 10):  # margin, NaN, +inf, -inf guess, small results
+        assert np.isnan(results[j]), j
+
+
+@pytest.mark.parametrize("dtype", [*NARROW, np.dtype(np.float64)], ids=str)
+def test_column_results_do_not_depend_on_the_item_width(dtype, monkeypatch):
+    # Items of 2 KiB or 16 bytes of outputs, parallel or not: the same bits, declined outputs
+    # included (a declined output does not send its neighbours to the exact passes).
+    x = np.ascontiguousarray(np.tile(guess_rows(dtype).T, (1, 40)))
+    wide = fast_lse(x, [0]).astype(np.float64)  # NaN == NaN for assert_array_equal
+    monkeypatch.setattr(lse_module, "COLUMN_BYTES", 16)
+    monkeypatch.setattr(lse_module, "COLUMN_MIN_BYTES", 16)
+    for parallel_min in (1 << 30, 64):
+        monkeypatch.setattr(lse_module, "PARALLEL_MIN", parallel_min)
+        lse_module._JOBS.clear()
+        try:
+            np.testing.assert_array_equal(fast_lse(x, [0]).astype(np.float64), wide)
+        finally:
+            lse_module._JOBS.clear()
+
+
+def test_column_items_leave_no_thread_idle():
+    # 512x512 float32 over axis 0 was one item of 512 outputs on one thread.
+    import numba
+
+    tasks = numba.config.NUMBA_NUM_THREADS
+    width = lse_module._column_width((512,), 4, True)
+    assert -(-512 // width) >= min(tasks, 512 * 4 // lse_module.COLUMN_MIN_BYTES)
+    assert width * 4 >= lse_module.COLUMN_MIN_BYTES
+    assert lse_module._column_width((512,), 4, False) == lse_module.COLUMN_BYTES // 4
+    assert lse_module._column_width((64, 64), 4, True) == lse_module.COLUMN_BYTES // 4
 
 
 # ----------------------------------------------------------------------------- scope
