@@ -1,4 +1,5 @@
-"""A vectorizable ``exp`` for non-positive float64 arguments, written for numba loops.
+"""A vectorizable ``exp`` for non-positive float64 arguments (and the ``log1p`` that finishes
+a log-sum-exp, :func:`log1p_from`), written for numba loops.
 
 numba's ``math.exp`` calls libm one element at a time (PyPI llvmlite has no SVML), so the
 log-sum-exp kernels use this polynomial instead, inlined into their loops:
@@ -38,10 +39,12 @@ __all__ = [
     "as_float64",
     "as_int32",
     "as_int64",
+    "divide",
     "exp_nonpos",
     "exp_nonpos_short",
     "float32_to_half",
     "half_to_float64",
+    "log1p_from",
 ]
 
 
@@ -91,6 +94,18 @@ def as_int32(typingctx, value):  # type: ignore[no-untyped-def]
         return builder.bitcast(args[0], ir.IntType(32))
 
     return types.int32(types.float32), codegen
+
+
+@intrinsic
+def divide(typingctx, a, b):  # type: ignore[no-untyped-def]
+    """a / b for float64, IEEE (no ZeroDivisionError check, which stops a loop vectorizing)."""
+    if a != types.float64 or b != types.float64:
+        return None
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        return builder.fdiv(args[0], args[1])
+
+    return types.float64(types.float64, types.float64), codegen
 
 
 @intrinsic
@@ -146,6 +161,15 @@ _Q6 = (2.4859578557659402e-05, 0.00019899274293835886, 0.001388885404921242,
        0.008333298483352309, 0.041666666718981754, 0.16666666718998416, 0.5)
 
 
+@numba.njit(cache=True, fastmath={"contract"}, inline="always")
+def _horner(c, x):
+    """The polynomial with coefficients ``c`` (highest degree first) at ``x``."""
+    p = c[0]
+    for i in range(1, len(c)):
+        p = p * x + c[i]
+    return p
+
+
 @numba.njit(cache=True)
 def _scale(p: float, t: float) -> float:
     """p * 2**n where the shifted float ``t`` holds n; two factors keep subnormals exact."""
@@ -162,18 +186,7 @@ def exp_nonpos(x: float) -> float:
     hi = x - k * _LN2_HI  # exact
     r = hi - k * _LN2_LO
     lo = (hi - r) - k * _LN2_LO  # what r lost
-    c = _Q10
-    q = c[0]
-    q = q * r + c[1]
-    q = q * r + c[2]
-    q = q * r + c[3]
-    q = q * r + c[4]
-    q = q * r + c[5]
-    q = q * r + c[6]
-    q = q * r + c[7]
-    q = q * r + c[8]
-    q = q * r + c[9]
-    q = q * r + c[10]
+    q = _horner(_Q10, r)
     head = 1.0 + r
     carry = (1.0 - head) + r  # exactly what head lost
     return _scale(head + (carry + (lo + r * r * q)), t)
@@ -190,14 +203,36 @@ def exp_nonpos_short(x: float) -> float:
     t = x * _INV_LN2 + _SHIFTER
     k = t - _SHIFTER
     r = x - k * _LN2  # off by |k| * 2**-54 at most (fused or not): 2**-44 relative in the result
-    c = _Q6
-    q = c[0]
-    q = q * r + c[1]
-    q = q * r + c[2]
-    q = q * r + c[3]
-    q = q * r + c[4]
-    q = q * r + c[5]
-    q = q * r + c[6]
+    q = _horner(_Q6, r)
     n = as_int64(t) - _SHIFTER_BITS
     scale = as_float64((n + 1023) << 52)
     return scale + scale * (r + r * r * q)
+
+
+# 2 atanh(z) = log((1 + z) / (1 - z)) = z (2 + w (2/3 + w (2/5 + ...))), w = z**2, highest first;
+# |z| <= 3 - 2 sqrt(2) = 0.1716: the first term left out is below 2**-62 relative.
+_ATANH = tuple(2.0 / (2 * i + 1) for i in range(11, -1, -1))
+_SQRT_HALF_BITS = 0x3FE6A09E667F3BCD  # sqrt(1/2)
+
+
+@numba.njit(cache=True, fastmath={"contract"}, inline="always")
+def log1p_from(s: float) -> float:
+    """log(1 + s) for -0.29 <= s < 2**1000, within about 2 ulp, relative to it (tiny ``s``
+    too); libm's log1p does not vectorize, this does.
+
+    ``1 + s = 2**k f`` with ``f`` in [sqrt(1/2), sqrt(2)) read from the bits, the rounding of
+    ``1 + s`` carried apart (TwoSum), ``log f = 2 atanh((f - 1) / (f + 1))``; for ``k = 0``,
+    ``f - 1`` is ``s`` itself.
+    """
+    big = 1.0 + s
+    back = big - s
+    low = (1.0 - back) + (s - (big - back))  # big + low == 1 + s
+    k = (as_int64(big) - _SQRT_HALF_BITS) >> 52
+    f = as_float64(as_int64(big) - (k << 52))
+    u = s if k == 0 else f - 1.0  # exact (Sterbenz)
+    z = divide(u, 2.0 + u)
+    w = z * z
+    p = _horner(_ATANH, w)
+    kf = as_float64(k + _SHIFTER_BITS) - _SHIFTER  # float(k) without a conversion (AVX2)
+    tail = 0.0 if k == 0 else divide(low, big)
+    return kf * _LN2_HI + (kf * _LN2_LO + (z * p + tail))

@@ -75,11 +75,14 @@ from ._exp import (
     _LN2_LO,
     _Q10,
     _SHIFTER,
+    _horner,
     _scale,
     as_float32,
+    divide,
     exp_nonpos,
     exp_nonpos_short,
     half_to_float64,
+    log1p_from,
 )
 
 if TYPE_CHECKING:
@@ -420,23 +423,22 @@ def _add(hi, lo, v):
     return t, lo
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _finish(base, m, hi, lo, ties):
     """``m + log1p(hi + lo + ties - 1)``; ``m`` itself when NaN or infinite. float64 inputs
-    take a Newton step on the log (:func:`_log_step`): libm's log1p alone may be 1 ulp off."""
-    if not abs(m) < np.inf:
-        return m
+    take a Newton step on the log (:func:`_log_step`): the log alone may be 2.5 ulp off.
+    Branch-free (every lane computed, then selected): loops over outputs vectorize. Inlined
+    into numba IR: call it only from functions without fast-math (its TwoSums would go)."""
     extra = ties - 1.0
     s = hi + extra
     back = s - hi
     err = (hi - (s - back)) + (extra - back) + lo
-    log_sum = math.log1p(s) + err / (1.0 + s)
-    if is_float64(base):
-        return _log_step(m, log_sum, s, err)
-    return m + log_sum
+    log_sum = log1p_from(s) + divide(err, 1.0 + s)
+    r = _log_step(m, log_sum, s, err) if is_float64(base) else m + log_sum
+    return r if abs(m) < np.inf else m
 
 
-@njit(cache=True, fastmath={"contract"})
+@njit(cache=True, fastmath={"contract"}, inline="always")
 def _log_step(m, start, s, err):
     """``m + log(1 + s + err)`` from a float64 ``start`` near the log: one Newton step,
     ``start + (S exp(-start) - 1)``, on the two-part exp (error below 2**-56 absolute), and the
@@ -449,7 +451,7 @@ def _log_step(m, start, s, err):
     return head + (tail + correction)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _two_prod(a, b):
     p = a * b
     c = 134217729.0 * a
@@ -471,18 +473,7 @@ def _exp_split(d):
     hi = d - k * _LN2_HI  # exact
     r = hi - k * _LN2_LO
     lo = (hi - r) - k * _LN2_LO
-    c = _Q10
-    q = c[0]
-    q = q * r + c[1]
-    q = q * r + c[2]
-    q = q * r + c[3]
-    q = q * r + c[4]
-    q = q * r + c[5]
-    q = q * r + c[6]
-    q = q * r + c[7]
-    q = q * r + c[8]
-    q = q * r + c[9]
-    q = q * r + c[10]
+    q = _horner(_Q10, r)
     head = 1.0 + r
     small = ((1.0 - head) + r) + (lo + r * r * q)  # head + small: exp(r) (carry exact)
     whole = head + small
@@ -1236,18 +1227,15 @@ def _column_item(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, item,
     his = np.zeros(w)
     los = np.zeros(w)
     ties = np.zeros(w)
-    done = np.zeros(w, np.bool_)
-    least = np.inf
-    if not is_float64(base):
+    res = np.empty(w)
+    narrow = not is_float64(base)
+    if narrow:
         _column_guess_pass(base, bits, off, w, cstep, rs, rst, total, keys, mags, peaks, his)
         for j in range(w):
-            r = _guessed(base, peaks[j], his[j])
-            if r == r:
-                done[j] = True
-                least = min(least, abs(r))
-                store(out, o + j, r)
-        if done.all():
-            return least
+            res[j] = _guessed(base, peaks[j], his[j])
+        if not np.isnan(res).any():
+            return _store_all(out, o, res)
+        guessed = res.copy()
         keys[:] = _KEY_FLOOR
         mags[:] = 0
         his[:] = 0.0
@@ -1260,23 +1248,41 @@ def _column_item(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, item,
     if finite:
         _column_pass(base, bits, off, w, cstep, rs, rst, 0, total, _TERMS, keys, mags, peaks,
                      his, los, ties)
-    for j in range(w):
-        if not done[j]:
-            r = _finish(base, peaks[j], his[j], los[j], ties[j])
-            least = min(least, abs(r)) if r == r else least
-            store(out, o + j, r)
-    return least
+    _finish_all(base, peaks, his, los, ties, res)
+    if narrow:
+        for j in range(w):
+            res[j] = guessed[j] if guessed[j] == guessed[j] else res[j]
+    return _store_all(out, o, res)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _guessed(base, m, s):
     """The result from a guessed shift ``m`` and its sum of terms ``s`` (ties included), or
     NaN where the guess does not serve, as in :func:`_guess_range` and :func:`_row_guess`: an
-    infinite guess, a NaN, an element above ``m + MARGIN``, a result under GUARD."""
-    if not (abs(m) < np.inf and s <= _BLOCK_CAP):
-        return np.nan
+    infinite guess, a NaN, an element above ``m + MARGIN``, a result under GUARD. Branch-free,
+    like :func:`_finish`."""
     r = _finish(base, m, s, 0.0, 0.0)
-    return r if abs(r) >= GUARD else np.nan
+    serves = (abs(m) < np.inf) & (s <= _BLOCK_CAP) & (abs(r) >= GUARD)
+    return r if serves else np.nan
+
+
+@njit(cache=True)
+def _finish_all(base, peaks, his, los, ties, res):
+    """``res[j]`` = output ``j``'s :func:`_finish`: a loop that vectorizes, log and all
+    (``res`` apart from the inputs: with ``res`` = ``his`` the overlap check runs it scalar)."""
+    for j in range(res.size):
+        res[j] = _finish(base, peaks[j], his[j], los[j], ties[j])
+
+
+@njit(cache=True)
+def _store_all(out, o, res):
+    """``res`` into ``out`` from ``o``, each rounded once; the least finite |result|."""
+    least = np.inf
+    for j in range(res.size):
+        r = res[j]
+        least = min(least, abs(r)) if r == r else least
+        store(out, o + j, r)
+    return least
 
 
 @njit(cache=True)
@@ -1373,7 +1379,7 @@ def _small_rows(base, bits, geo, out):
     n_out = out.size
     keys = np.full(n_out, _KEY_FLOOR)
     mags = np.zeros(n_out, np.int64)
-    sums = np.zeros((4, n_out))  # peaks, his, los, ties: one allocation
+    sums = np.zeros((5, n_out))  # peaks, his, los, ties, results: one allocation
     peaks = sums[0]
     his = sums[1]
     los = sums[2]
@@ -1399,12 +1405,8 @@ def _small_rows(base, bits, geo, out):
         if first:
             for o in range(n_out):
                 peaks[o] = _from_key(bits, keys[o], mags[o])
-    least = np.inf
-    for o in range(n_out):
-        r = _finish(base, peaks[o], his[o], los[o], ties[o])
-        least = min(least, abs(r)) if r == r else least
-        store(out, o, r)
-    return least
+    _finish_all(base, peaks, his, los, ties, sums[4])
+    return _store_all(out, 0, sums[4])
 
 
 @njit(cache=True)
@@ -1424,7 +1426,7 @@ def _small_columns(base, bits, geo, out):
     n_out = out.size
     keys = np.full(n_out, _KEY_FLOOR)
     mags = np.zeros(n_out, np.int64)
-    sums = np.zeros((4, n_out))
+    sums = np.zeros((5, n_out))
     peaks = sums[0]
     his = sums[1]
     los = sums[2]
@@ -1469,9 +1471,5 @@ def _small_columns(base, bits, geo, out):
         if first:
             for o in range(n_out):
                 peaks[o] = _from_key(bits, keys[o], mags[o])
-    least = np.inf
-    for o in range(n_out):
-        r = _finish(base, peaks[o], his[o], los[o], ties[o])
-        least = min(least, abs(r)) if r == r else least
-        store(out, o, r)
-    return least
+    _finish_all(base, peaks, his, los, ties, sums[4])
+    return _store_all(out, 0, sums[4])
