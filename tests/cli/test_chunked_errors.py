@@ -95,6 +95,19 @@ def test_unreachable_scheduler(store: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert "internal error" not in line
 
 
+def test_a_failed_connection_leaves_dask_s_default_scheduler_alone(
+        store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # distributed's Client sets itself as the default before it connects; a failed connection
+    # left "dask.distributed" as the scheduler of every later computation in the process
+    import dask
+
+    monkeypatch.setattr(schedulers, "CONNECT_TIMEOUT", 0.5)
+    before = dask.config.get("scheduler", None)
+    for address in ("tcp://127.0.0.1:9", "nonsense://x"):
+        assert_user_error(invoke("eval", "sum", store, "--address", address), "cannot connect")
+        assert dask.config.get("scheduler", None) == before, address
+
+
 def test_output_onto_a_directory_that_is_not_a_store(store: Path, tmp_path: Path) -> None:
     (tmp_path / "keep.zarr").mkdir()
     (tmp_path / "keep.zarr" / "notes.txt").write_text("mine")

@@ -81,9 +81,18 @@ def _client(address: str | None) -> Iterator[Any]:
                           env={"NUMBA_NUM_THREADS": "1"}) as cluster, Client(cluster) as client:
             yield client
         return
+    import dask
+
+    before = dask.config.get("scheduler", None)
     try:
         client = Client(address, timeout=CONNECT_TIMEOUT)
     except Exception as error:  # bad scheme, refused, timed out: one line either way
+        # a Client makes itself the default scheduler before it connects, and stays so if it
+        # fails: put back what was there
+        if before is None:
+            dask.config.config.pop("scheduler", None)
+        else:
+            dask.config.set(scheduler=before)
         raise UserError(f"cannot connect to the scheduler at {shown(address)!r} "
                         f"({one_line(str(error)) or type(error).__name__})") from None
     with client:
