@@ -91,13 +91,13 @@ REGISTRY: tuple[OpRecord, ...] = (
     OpRecord(
         name="ReduceSumSquare", function="reduce_sum_square", short="SumSq",
         aliases=("sumsquare", "sumsq"), versions=(*_UP_TO_13, _AT_18), empty=0.0,
-        fast=("sum_l2", "reduce_sum_square", "bind_sum_square"), gradient="twice_x",
+        fast=("derived", "reduce_sum_square", "bind_sum_square"), gradient="twice_x",
         lowering="sum_square", node_tests="reducesumsquare",
     ),
     OpRecord(
         name="ReduceLogSum", function="reduce_log_sum", short="LogSum", aliases=("logsum",),
         versions=(*_UP_TO_13, _AT_18, (28, True, _FLOATS, True, True)), empty=-float("inf"),
-        fast=("sum_l2", "reduce_log_sum", "bind_log_sum"), gradient="reciprocal_sum",
+        fast=("derived", "reduce_log_sum", "bind_log_sum"), gradient="reciprocal_sum",
         lowering="log_sum", node_tests="reduce_log_sum",
     ),
 )

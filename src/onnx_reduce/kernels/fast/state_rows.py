@@ -348,7 +348,9 @@ def _log_sum(block, state, numpy_rows) -> None:
     total = _total(head, tail, state.dtype["sum"])
     state["sum"] = total[:m].reshape(state.shape)
     state["magnitude"] = total[m:].reshape(state.shape)
-    _redo(block, state, ~np.isfinite(head[:m] + head[m:]), numpy_rows)
+    with np.errstate(over="ignore"):  # a finite sum and magnitude may add up past the range
+        bad = ~np.isfinite(head[:m] + head[m:])
+    _redo(block, state, bad, numpy_rows)
 
 
 def _scaled_squares(block) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

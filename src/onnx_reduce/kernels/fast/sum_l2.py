@@ -120,6 +120,7 @@ WIDE_PREFETCH_BYTES = 2048
 GROUP_ROWS = 48
 
 _F64 = np.dtype(np.float64)
+_BF16 = np.dtype("bfloat16")
 #: The dtypes served, and the dtype each accumulates in.
 _ACCUMULATOR = {
     np.dtype(t): _F64 for t in (np.float16, np.float32, np.float64, "bfloat16")
@@ -171,7 +172,15 @@ def bind_l2(dtype: np.dtype, plan: ReductionPlan) -> Bound | None:
     return _bind(dtype, plan, True)
 
 
-def _bind(dtype: np.dtype, plan: ReductionPlan, square: bool) -> Bound | None:
+def bind_wide(dtype: np.dtype, plan: ReductionPlan, square: bool) -> Bound | None:
+    """:func:`bind_sum` (``square``: :func:`bind_l2`) with float64 outputs: a float16,
+    bfloat16 or float32 input's float64 accumulator (L2: its root in float64), not rounded to
+    the dtype; for ReduceSumSquare and ReduceLogSum (:mod:`.derived`). Floats only."""
+    return _bind(dtype, plan, square, wide=True) if dtype.kind == "f" or dtype == _BF16 else None
+
+
+def _bind(dtype: np.dtype, plan: ReductionPlan, square: bool, wide: bool = False
+          ) -> Bound | None:
     size = math.prod(plan.shape)
     if dtype not in _ACCUMULATOR or size == 0 or (square and dtype.kind in "iu"):
         return None
@@ -183,21 +192,23 @@ def _bind(dtype: np.dtype, plan: ReductionPlan, square: bool) -> Bound | None:
     shape = plan.output_shape
     kernel, most, need = _threaded(geo, inner, size, size // plan.reduced_size, dtype)
     same = storage == dtype
+    result = acc if wide else storage  # what the kernels store
+    ours = same or wide  # the stored array is the result (no view to the dtype)
 
     def threaded(data: np.ndarray) -> np.ndarray:
         # everything known in advance: with cold caches each Python step costs ~10-20 us
         base = (data if same else data.view(storage)).ravel()
         base.setflags(write=False)  # the general path's compiled variant (cheaper than .flags)
-        out = np.empty(shape, storage)
+        out = np.empty(shape, result)
         _launch(kernel, base, geo, square, out.ravel(), most, need, acc)
-        return out if same else out.view(dtype)
+        return out if ours else out.view(dtype)
 
     # ravel(), not reshape(-1): a view either way for C-contiguous arrays, ~70 ns less here
     if same:
         def run(data: np.ndarray) -> np.ndarray | None:
             if size >= PARALLEL_MIN:
                 return threaded(data)
-            out = np.empty(shape, dtype)
+            out = np.empty(shape, result)
             if small(data.ravel(), small_geo, out.ravel()):
                 return None
             return out
@@ -205,50 +216,60 @@ def _bind(dtype: np.dtype, plan: ReductionPlan, square: bool) -> Bound | None:
         def run(data: np.ndarray) -> np.ndarray | None:
             if size >= PARALLEL_MIN:
                 return threaded(data)
-            out = np.empty(shape, storage)
+            out = np.empty(shape, result)
             small(data.view(storage).ravel(), small_geo, out.ravel())
-            return out.view(dtype)
+            return out if ours else out.view(dtype)
     return run
 
 
 # ----------------------------------------------------------------------------- driver
 
 
-def _reduce(data: np.ndarray, plan: ReductionPlan, square: bool) -> np.ndarray | None:
+def reduce_wide(data: np.ndarray, plan: ReductionPlan, square: bool) -> np.ndarray | None:
+    """:func:`reduce_sum` (``square``: :func:`reduce_l2`) with float64 outputs, as
+    :func:`bind_wide`; None for integers and cases not served."""
+    if data.dtype.kind != "f" and data.dtype != _BF16:
+        return None
+    return _reduce(data, plan, square, wide=True)
+
+
+def _reduce(data: np.ndarray, plan: ReductionPlan, square: bool, wide: bool = False
+            ) -> np.ndarray | None:
     dtype = data.dtype
     acc = _ACCUMULATOR.get(dtype)
     if acc is None:
         return None
+    result = acc if wide else dtype
     n_red = plan.reduced_size
     if n_red == 0:
-        return np.zeros(plan.output_shape, dtype)
+        return np.zeros(plan.output_shape, result)
     size = data.size
     if size == 0:
-        return np.empty(plan.output_shape, dtype)
+        return np.empty(plan.output_shape, result)
     axes = plan.axes
     n_out = size // n_red
+    stored = acc if wide else _STORAGE[dtype]
     if type(data) is np.ndarray and data.flags.c_contiguous and dtype.isnative:
-        storage = _STORAGE[dtype]
-        base = data.view(storage).ravel()
+        base = data.view(_STORAGE[dtype]).ravel()
         base.setflags(write=False)  # one compiled variant for writable and read-only inputs
-        out = np.empty(n_out, storage)
+        out = np.empty(n_out, stored)
         if size >= PARALLEL_MIN:  # canonical form: the C-order merged dims
             geo, inner = _c_geometry(data.shape, axes)
             _run(base, geo, inner, size, square, acc, out)
-            return out.view(dtype).reshape(plan.output_shape)
+            return out.view(result).reshape(plan.output_shape)
         small = _small_l2 if square else _small_sum
         if not small(base, memory_order_geometry(data.shape, axes), out):  # any axes, one call
-            return out.view(dtype).reshape(plan.output_shape)
+            return out.view(result).reshape(plan.output_shape)
         # else: a float64 L2 to redo, scaled (below)
     canon = canonical(data, axes)
     if canon is None:
         return None
     geo = _geometry(canon.kept_sizes, canon.kept_strides, canon.red_sizes, canon.red_strides)
-    out = np.empty(n_out, _STORAGE[dtype])
+    out = np.empty(n_out, stored)
     base = canon.base[canon.offset:].view(_STORAGE[dtype])
     _run(base, geo, canon.inner_reduced, size, square, acc, out)
-    result = canon.restore(out.view(dtype), plan.kept_shape)
-    return np.ascontiguousarray(result).reshape(plan.output_shape)
+    restored = canon.restore(out.view(result), plan.kept_shape)
+    return np.ascontiguousarray(restored).reshape(plan.output_shape)
 
 
 def _geometry(ksz: tuple, kst: tuple, rsz: tuple, rst: tuple) -> np.ndarray:

@@ -1,0 +1,194 @@
+"""Compiled ReduceSumSquare and ReduceLogSum, finished from the float64 results of the
+ReduceSum and ReduceL2 kernels (:mod:`.sum_l2`), so they run as fast in every layout.
+
+* ReduceSumSquare of float16/bfloat16/float32: the L2 kernel's float64 root of the float64
+  sum of the (exact) squares, squared and rounded once to the dtype. The root and the square
+  add at most 3 2**-53 relative to the float64 sum, far below the dtype's half ulp.
+* ReduceLogSum of float16/bfloat16/float32: ``log S~`` of the Sum kernel's float64 sum,
+  rounded once. ``S~`` is within ``(n - 1) 2**-53 A`` of the exact sum, ``A`` the sum of
+  magnitudes, which the L2 kernel bounds: ``A <= sqrt(n) L2`` (Cauchy-Schwarz). The outputs
+  that bound cannot vouch for (a sum near 1 or cancelling) are recomputed exactly, as on the
+  reference path (:mod:`..exact_log_sum`). inf and NaN give the log of the IEEE sum, as
+  there.
+* float64, both ops: the compiled partial state of :mod:`..states`, finished (double-double
+  sums; SumSquare's squares scaled by a power of two and exact, so it overflows or underflows
+  only where the true result does; LogSum's suspects recomputed as above). A float64 sum
+  rounded to float64 cannot vouch for a float64 log within 2 ulp, whatever the bound.
+
+Integers: the reference path (exact integer arithmetic).
+
+>>> from onnx_reduce.spec import Request, resolve
+>>> from onnx_reduce.plan import make_plan
+>>> x = np.array([[3.0, 4.0], [1e-30, 1.0]], np.float32)
+>>> reduce_sum_square(x, make_plan(Request(resolve("ReduceSumSquare", 18), (1,), False,
+...                                        False), x.shape))
+array([25.,  1.], dtype=float32)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numba import njit
+
+from ...plan import ReductionPlan
+from .. import states
+from ..blocks import BLOCK_ELEMENTS
+from ..exact_log_sum import refine_log_sum
+from ..exact_lse import tolerance_ulps
+from ..reference import kept_first
+from ._common import storage_dtype, store
+from .sum_l2 import bind_wide, reduce_wide
+
+if TYPE_CHECKING:
+    from ..dispatch import Bound
+
+_F64 = np.dtype(np.float64)
+#: Unit roundoff of float64.
+_U = 2.0**-53
+#: Safety factor on the first-order error bound of the narrow floats' float64 sums.
+_SAFETY = 2.0
+#: (precision, smallest normal exponent) of the narrow floats.
+_NARROW = {np.dtype(np.float16): (11, -14), np.dtype("bfloat16"): (8, -126),
+           np.dtype(np.float32): (24, -126)}
+#: The one-chunk merge tree of a state (as :mod:`onnx_reduce.interop.dask_ops` counts it).
+_GROUP = 16
+
+
+def reduce_sum_square(data: np.ndarray, plan: ReductionPlan) -> np.ndarray | None:
+    """ReduceSumSquare of ``data`` as ``plan`` says; None for integers and cases not served."""
+    if data.dtype == _F64:
+        return _float64_from_state("ReduceSumSquare", data, plan)
+    roots = reduce_wide(data, plan, True)
+    return None if roots is None else _squared(roots, data.dtype)
+
+
+def bind_sum_square(dtype: np.dtype, plan: ReductionPlan) -> Bound | None:
+    """:func:`reduce_sum_square` bound to ``dtype`` and ``plan`` (see :func:`.sum_l2.bind_sum`)."""
+    if dtype == _F64:
+        return _bound_state("ReduceSumSquare", plan)
+    roots = bind_wide(dtype, plan, True)
+    if roots is None:
+        return None
+
+    def run(data: np.ndarray) -> np.ndarray | None:
+        wide = roots(data)
+        return None if wide is None else _squared(wide, dtype)
+    return run
+
+
+def reduce_log_sum(data: np.ndarray, plan: ReductionPlan) -> np.ndarray | None:
+    """ReduceLogSum of ``data`` as ``plan`` says; None for integers, empty reductions (-inf,
+    or an error for integers: the reference path says which) and cases not served."""
+    if plan.reduced_size == 0:
+        return None
+    if data.dtype == _F64:
+        return _float64_from_state("ReduceLogSum", data, plan)
+    total = reduce_wide(data, plan, False)
+    norm = None if total is None else reduce_wide(data, plan, True)
+    return None if norm is None else _logs(data, plan, total, norm)
+
+
+def bind_log_sum(dtype: np.dtype, plan: ReductionPlan) -> Bound | None:
+    """:func:`reduce_log_sum` bound to ``dtype`` and ``plan``."""
+    if plan.reduced_size == 0:
+        return None
+    if dtype == _F64:
+        return _bound_state("ReduceLogSum", plan)
+    sums, norms = bind_wide(dtype, plan, False), bind_wide(dtype, plan, True)
+    if sums is None or norms is None:
+        return None
+
+    def run(data: np.ndarray) -> np.ndarray | None:
+        total = sums(data)
+        norm = None if total is None else norms(data)
+        return None if norm is None else _logs(data, plan, total, norm)
+    return run
+
+
+def _bound_state(op: str, plan: ReductionPlan) -> Bound | None:
+    """float64 ``op`` by its partial state, for arrays planned by ``plan``."""
+    if plan.noop or plan.reduced_size == 0:
+        return None
+    return lambda data: _float64_from_state(op, data, plan)
+
+
+def _squared(roots: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The float64 roots squared, rounded once to ``dtype``."""
+    out = np.empty(roots.shape, storage_dtype(dtype))
+    _store_squares(roots.reshape(-1), out.reshape(-1))
+    return out.view(dtype)
+
+
+@njit(cache=True, nogil=True)
+def _store_squares(roots, out):  # pragma: no cover - compiled
+    """``out[i]`` = ``roots[i]**2`` rounded once to ``out``'s storage dtype."""
+    for i in range(roots.size):
+        v = roots[i]
+        store(out, i, v * v)
+
+
+def _float64_from_state(op: str, data: np.ndarray, plan: ReductionPlan) -> np.ndarray | None:
+    """float64 ``op`` from its compiled partial state (:func:`..states.partial`), finished,
+    the outputs it cannot vouch for recomputed as a one-chunk dask reduction does."""
+    if plan.noop or plan.reduced_size == 0 or not data.dtype.isnative:
+        return None
+    state = states.partial(op, data, plan.axes)
+    values = np.ascontiguousarray(states.finish(op, state, data.dtype))
+    if states.refines(op, data.dtype):
+        n = plan.reduced_size
+        tree = states.Tree(n, states.merges_along(1, _GROUP),
+                           max(_GROUP, math.ceil(n / BLOCK_ELEMENTS)))
+        mask = states.suspects(op, state, values, data.dtype, tree)
+        if mask.any():
+            view, nkept = kept_first(data, plan)
+            refine_log_sum(view, nkept, values, mask)
+    return values.reshape(plan.output_shape)
+
+
+def _logs(data: np.ndarray, plan: ReductionPlan, total: np.ndarray, norm: np.ndarray
+          ) -> np.ndarray:
+    """The logs of the float64 sums ``total`` rounded to the (narrow) dtype, the suspects
+    recomputed; ``norm`` (the L2 of each slice) bounds the sums of magnitudes."""
+    n = plan.reduced_size
+    precision, emin = _NARROW[data.dtype]
+    room = tolerance_ulps(data.dtype) - 0.5
+    out = np.empty(total.shape, storage_dtype(data.dtype))
+    suspect = np.empty(total.shape, np.bool_)
+    if _narrow_logs(total.reshape(-1), norm.reshape(-1), math.sqrt(n) * (1 + 4 * _U),
+                    _SAFETY * _U * max(n - 1, 1), room * 2.0**-precision,
+                    room * 2.0**(emin - precision + 1), out.reshape(-1), suspect.reshape(-1)):
+        rounded = out.view(data.dtype)
+        view, nkept = kept_first(data, plan)
+        refine_log_sum(view, nkept, rounded, suspect.reshape(-1))
+    return out.view(data.dtype)
+
+
+@njit(cache=True, nogil=True)
+def _narrow_logs(total, norm, spread, gamma, room, floor, out, suspect):  # pragma: no cover
+    """``out = log(total)`` rounded once to ``out``'s storage dtype (IEEE: log 0 = -inf, log
+    of a negative sum or NaN is NaN, of +inf +inf); ``suspect`` where the error bound of
+    ``log S~`` exceeds the contract's room after the final rounding (at least ``room |r|`` or
+    ``floor``: within a spacing of the dtype below ``|r|``): ``S~`` within
+    ``E = gamma * spread * norm`` of the exact sum (``spread * norm >= sum|x|``), so
+    ``log S~`` within ``E / (S~ - E)`` plus the float64 log's own ``2 u |r|``; or a sign
+    ``E`` leaves open. A sum that is not finite holds inf or NaN: its log is the result.
+    Returns whether any output is suspect."""
+    any_suspect = False
+    for i in range(total.size):
+        s = total[i]
+        r = math.log(s) if s > 0.0 else (-math.inf if s == 0.0 else math.nan)
+        store(out, i, r)
+        bound = gamma * (norm[i] * spread)
+        flag = False
+        if math.isfinite(s) and bound > 0.0:
+            if not (abs(s) > bound):  # also a bound that is not a number
+                flag = True
+            elif s > bound:
+                error = bound / (s - bound) + 2.0 * _U * abs(r)
+                flag = not (error <= max(room * abs(r), floor))
+        suspect[i] = flag
+        any_suspect |= flag
+    return any_suspect

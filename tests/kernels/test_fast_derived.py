@@ -1,0 +1,190 @@
+"""The compiled ReduceSumSquare and ReduceLogSum (:mod:`onnx_reduce.kernels.fast.derived`)
+against exact results (``oracle``: Fractions, mpmath), in every layout and at threaded sizes.
+
+Every call runs under ``kernel_path("fast")``, so a silent fallback to the reference fails.
+"""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import oracle
+from onnx_reduce import reduce_log_sum, reduce_sum_square
+from onnx_reduce.kernels import dispatch
+from onnx_reduce.kernels.dispatch import kernel_path
+from onnx_reduce.plan import make_plan
+from onnx_reduce.spec import Request, latest, resolve
+
+pytest.importorskip("numba")
+from onnx_reduce.kernels.fast import derived, sum_l2
+
+NARROW = [np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)]
+FLOATS = [*NARROW, np.dtype(np.float64)]
+FUNCTIONS = {"ReduceSumSquare": reduce_sum_square, "ReduceLogSum": reduce_log_sum}
+OPS = list(FUNCTIONS)
+#: (shape, axes, view): inner, outer, middle, split, all, and views that
+#: are not C-contiguous (transposed, negative strides, every other element)
+LAYOUTS = [((300, 256), (1,), None), ((300, 256), (0,), None), ((16, 70, 64), (1,), None),
+           ((40, 7, 300), (0, 2), None), ((70000,), (0,), None),
+           ((256, 300), (0,), "transposed"), ((300, 256), (1,), "negative"),
+           ((300, 512), (1,), "strided"), ((5, 3, 7), (0, 2), None), ((8, 128), (1,), None)]
+
+
+@pytest.fixture(autouse=True)
+def _threaded_sizes(monkeypatch):
+    """The threaded kernels on modest inputs (the threshold is a tuning knob)."""
+    monkeypatch.setattr(sum_l2, "PARALLEL_MIN", 1 << 16)
+
+
+def _view(a: np.ndarray, how: str | None) -> np.ndarray:
+    if how == "transposed":
+        return np.ascontiguousarray(a.T).T
+    if how == "negative":
+        return np.flip(np.ascontiguousarray(np.flip(a)))
+    if how == "strided":
+        return np.repeat(a, 2, axis=-1)[..., ::2]
+    return a
+
+
+def _data(op: str, shape: tuple, dtype: np.dtype, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    values = rng.standard_normal(shape) * 3
+    return (np.abs(values) if op == "ReduceLogSum" else values).astype(dtype)
+
+
+def _fast(op: str, data: np.ndarray, axes) -> np.ndarray:
+    with kernel_path("fast"):
+        return FUNCTIONS[op](data, axes=list(axes), keepdims=False)
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return np.atleast_1d(a).view(np.uint8)
+
+
+def _assert_within(op: str, got: np.ndarray, data: np.ndarray, axes: tuple) -> None:
+    exact = oracle.exact(op, data, axes, keepdims=False).reshape(-1)
+    dtype = data.dtype
+    allowed = 2 if dtype == np.float64 else 1
+    worst = max((oracle.ulp_error(g, x, dtype)
+                 for g, x in zip(got.reshape(-1).tolist(), exact, strict=True)), default=0)
+    assert worst <= allowed, f"{op} {dtype}: {worst} ulp"
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize(("shape", "axes", "view"), LAYOUTS, ids=str)
+def test_every_layout_within_the_contract(op, dtype, shape, axes, view) -> None:
+    """Narrow floats correctly rounded (their float64 sums are far more precise than the
+    dtype); float64 within 2 ulp; views give the same bits as C-contiguous copies."""
+    data = _view(_data(op, shape, dtype, seed=sum(shape)), view)
+    got = _fast(op, data, axes)
+    assert got.dtype == dtype
+    assert got.shape == oracle.output_shape(data.shape, axes, False)
+    _assert_within(op, got, data, axes)
+    if dtype != np.float64:
+        want = oracle.expected(op, data, axes, keepdims=False)
+        np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
+    same = _fast(op, np.ascontiguousarray(data), axes)
+    np.testing.assert_array_equal(_bits(got), _bits(same))
+
+
+@pytest.mark.parametrize(("dtype", "values", "want"), [
+    (np.float32, [2e19, 2e19], math.inf),  # 8e38: past float32's range, as the true result
+    (np.float32, [1e19, 1e19], 2e38),
+    (np.float32, [1e-30, 1e-30], 0.0),  # 2e-60 underflows float32, as the true result
+    (np.float16, [200.0, 200.0], math.inf),
+    (np.float16, [100.0, 120.0], 24400.0),
+    (np.float64, [3e200, 4e200], math.inf),
+    (np.float64, [3e-162, 4e-162], 2.5e-323),  # subnormal, as the true result
+    (np.float64, [1e-160, 1e-160], 2e-320),
+    (np.float32, [np.inf, 1.0], math.inf), (np.float32, [np.nan, 1.0], math.nan),
+    (np.float64, [-np.inf, 1.0], math.inf), (np.float64, [np.nan, np.inf], math.nan),
+], ids=str)
+def test_sum_square_overflows_and_underflows_only_as_the_true_result(dtype, values, want):
+    data = np.array([values, [3.0, 4.0]], dtype)
+    got = _fast("ReduceSumSquare", data, (1,))
+    assert got.dtype == dtype
+    if math.isnan(want):
+        assert math.isnan(float(got[0]))
+    else:
+        assert float(got[0]) == float(np.array(want, dtype))
+    assert float(got[1]) == 25.0
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize(("values", "want"), [
+    ([0.25, 0.25, 0.5], 0.0),  # a sum of exactly 1: log 1
+    ([0.0, 0.0, 0.0], -math.inf),
+    ([1.0, -3.0, 1.0], math.nan),  # a negative sum
+    ([np.inf, 1.0, 1.0], math.inf), ([np.inf, -np.inf, 1.0], math.nan),
+    ([np.nan, 1.0, 1.0], math.nan), ([-np.inf, 1.0, 1.0], math.nan),
+], ids=str)
+def test_log_sum_special_values_as_the_log_of_the_sum(dtype, values, want) -> None:
+    data = np.array([values, [1.0, 2.0, 4.0]], dtype)
+    got = _fast("ReduceLogSum", data, (1,)).astype(np.float64)
+    if math.isnan(want):
+        assert math.isnan(got[0])
+    else:
+        assert got[0] == want
+    assert got[1] == float(np.array(math.log(7.0), dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_log_sum_near_one_and_cancelling_sums_are_recomputed(dtype) -> None:
+    """Rows of probabilities (sum ~1, log ~0, where a float64 sum's rounding is many ulps of
+    the result) and rows whose large terms cancel, against the exact log of the exact sum."""
+    rng = np.random.default_rng(7)
+    p = rng.random((64, 300))
+    rows = (p / p.sum(axis=1, keepdims=True)).astype(dtype)
+    big = float(ml_dtypes.finfo(dtype).max) ** 0.5 if dtype != np.float16 else 1000.0
+    cancel = np.tile(np.array([big, 1.5, -big], dtype), (8, 1))
+    for data in (rows, cancel, np.ascontiguousarray(rows.T)):
+        axes = (0,) if data.shape[0] == 300 else (1,)
+        got = _fast("ReduceLogSum", data, axes)
+        _assert_within("ReduceLogSum", got, data, axes)
+        if dtype != np.float64:
+            want = oracle.expected("ReduceLogSum", data, axes, keepdims=False)
+            np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
+
+
+def test_narrow_logs_flags_only_what_the_bound_cannot_vouch_for() -> None:
+    """The suspects of float32 logs: a sum near 1, a sum whose magnitudes (bounded by the
+    norm) dwarf it, a sum of uncertain sign; not a plain sum far from 1."""
+    total = np.array([1.0 + 1e-9, 1000.0, 1.0, 1e-12, 0.0, -5.0, np.inf])
+    norm = np.array([0.1, 60.0, 1e6, 1.0, 0.0, 3.0, np.inf])
+    logs, suspect = np.empty(7), np.empty(7, np.bool_)
+    n = 1000
+    derived._narrow_logs(total, norm, math.sqrt(n), 2 * 2.0**-53 * (n - 1), 0.5 * 2.0**-24,
+                         0.5 * 2.0**-148, logs, suspect)
+    assert suspect.tolist() == [True, False, True, True, False, False, False]
+    assert logs[1] == math.log(1000.0)
+    assert logs[4] == -math.inf
+    assert math.isnan(logs[5])
+    assert logs[6] == math.inf
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_the_bound_lane_and_the_general_path_agree(op, dtype) -> None:
+    """Small and threaded sizes: the lane bound once per shape gives the general path's bits."""
+    for shape, axes in [((8, 128), (1,)), ((300, 256), (0,)), ((40, 7, 300), (0, 2))]:
+        data = _data(op, shape, dtype, seed=3)
+        plan = make_plan(Request(latest(op), axes, False, False), shape)
+        lane = dispatch.bind_fast(op, dtype, plan)
+        assert lane is not None
+        got = lane(data)
+        np.testing.assert_array_equal(_bits(got), _bits(_fast(op, data, axes)))
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_integers_and_empty_reductions_are_left_to_the_reference_path(op) -> None:
+    plan = make_plan(Request(latest(op), (1,), False, False), (4, 0))
+    assert dispatch.bind_fast(op, np.dtype(np.float32), plan) is None
+    ints = make_plan(Request(resolve(op, 18), (1,), False, False), (4, 6))
+    assert dispatch.bind_fast(op, np.dtype(np.int32), ints) is None
+    with kernel_path("fast"), pytest.raises(RuntimeError, match="no fast kernel"):
+        FUNCTIONS[op](np.ones((4, 6), np.int32), axes=[1], opset=18)
