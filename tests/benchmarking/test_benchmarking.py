@@ -22,7 +22,15 @@ from onnx_reduce.benchmarking import (
     run_suite,
     suite,
 )
-from onnx_reduce.benchmarking.cases import Case, make_input, shape_for, size_bytes
+from onnx_reduce.benchmarking.cases import (
+    ALL_OPS,
+    Case,
+    input_for,
+    make_input,
+    shape_for,
+    short_name,
+    size_bytes,
+)
 from onnx_reduce.benchmarking.results import CellResult, format_seconds, geomean
 from onnx_reduce.benchmarking.timing import time_interleaved
 from onnx_reduce.benchmarking.verify import compare
@@ -58,6 +66,16 @@ def test_config_normalizes_names_and_always_runs_onnx_reduce_first():
     assert cfg.sizes == ("64MiB",)
     assert cfg.runners == ("onnx-reduce", "onnxruntime", "numpy")
     assert len(cfg.cases()) == 2 * 1 * 2 * 1
+
+
+def test_every_registry_op_can_be_timed_though_the_default_matrix_has_three():
+    cfg = BenchConfig(ops="sumsq,LogSum", sizes=["latency"])
+    assert cfg.ops == ("ReduceSumSquare", "ReduceLogSum")
+    assert BenchConfig().ops == ("ReduceSum", "ReduceL2", "ReduceLogSumExp")
+    log_sum = input_for(Case("ReduceLogSum", "inner", "float32", "latency"))
+    assert (log_sum > 0).all()  # its benchmark input: magnitudes (the log of a positive sum)
+    assert (input_for(Case("ReduceSum", "inner", "float32", "latency")) < 0).any()
+    assert [short_name(op) for op in ALL_OPS] == ["Sum", "L2", "LSE", "SumSq", "LogSum"]
 
 
 @pytest.mark.parametrize(

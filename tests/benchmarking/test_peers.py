@@ -15,12 +15,12 @@ import pytest
 
 import oracle
 from onnx_reduce.benchmarking import array_peers
-from onnx_reduce.benchmarking.cases import LAYOUTS, Case, make_input
+from onnx_reduce.benchmarking.cases import ALL_OPS, LAYOUTS, Case, input_for
 from onnx_reduce.benchmarking.runners import NotAvailable, bind, prepare
 
 ROOT = Path(__file__).resolve().parents[2]
 HAS = {name: importlib.util.find_spec(name) is not None for name in ("torch", "jax", "scipy")}
-OPS = ("ReduceSum", "ReduceL2", "ReduceLogSumExp")
+OPS = ALL_OPS
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 #: Small inputs, well conditioned (positive data for sums): a peer that reduces the right axes
 #: in the right precision lands within a few ulps; a wrong axis, dtype or formula does not.
@@ -36,7 +36,7 @@ def _peer_params():
 
 
 def _input(case: Case) -> np.ndarray:
-    x = make_input(case.shape, case.np_dtype, seed=5)
+    x = input_for(case, seed=5)
     if case.op == "ReduceSum":
         x = np.abs(x.astype(np.float64)).astype(case.np_dtype)
     return x

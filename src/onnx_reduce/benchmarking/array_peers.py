@@ -111,6 +111,8 @@ def _torch_setup(case: Case, x: np.ndarray, threads: int) -> tuple[Any, Callable
         "ReduceSum": lambda t: torch.sum(t, dim=dim, keepdim=True),
         "ReduceL2": lambda t: torch.linalg.vector_norm(t, dim=dim, keepdim=True),
         "ReduceLogSumExp": lambda t: torch.logsumexp(t, dim=dim, keepdim=True),
+        "ReduceSumSquare": lambda t: torch.sum(t * t, dim=dim, keepdim=True),
+        "ReduceLogSum": lambda t: torch.log(torch.sum(t, dim=dim, keepdim=True)),
     }
     return data, ops[case.op]
 
@@ -126,6 +128,8 @@ def _jax_setup(case: Case, x: np.ndarray) -> tuple[Any, Callable]:
         "ReduceSum": lambda a: jnp.sum(a, axis=axes, keepdims=True),
         "ReduceL2": lambda a: jnp.sqrt(jnp.sum(a * a, axis=axes, keepdims=True)),
         "ReduceLogSumExp": lambda a: jax.nn.logsumexp(a, axis=axes, keepdims=True),
+        "ReduceSumSquare": lambda a: jnp.sum(a * a, axis=axes, keepdims=True),
+        "ReduceLogSum": lambda a: jnp.log(jnp.sum(a, axis=axes, keepdims=True)),
     }
     data = jax.device_put(x)
     if data.dtype != x.dtype:

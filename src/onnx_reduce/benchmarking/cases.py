@@ -20,9 +20,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..spec import REGISTRY, op_record
 from ..spec.dtypes import bfloat16
 
+#: The ops of the default matrix (the speed targets are read there).
 OPS: tuple[str, ...] = ("ReduceSum", "ReduceL2", "ReduceLogSumExp")
+#: Every op a run can time (``--ops``): the registry's.
+ALL_OPS: tuple[str, ...] = tuple(record.name for record in REGISTRY)
 #: layout name -> (rank, reduced axes)
 LAYOUTS: dict[str, tuple[int, tuple[int, ...]]] = {
     "inner": (2, (1,)),
@@ -42,30 +46,39 @@ DTYPES: tuple[str, ...] = ("float32", "float64", "float16", "bfloat16")
 SIZES: tuple[str, ...] = ("latency", "1MiB", "64MiB")
 LATENCY_ELEMENTS = 8 * 128
 
-_OP_ALIASES = {
-    "sum": "ReduceSum", "reducesum": "ReduceSum",
-    "l2": "ReduceL2", "reducel2": "ReduceL2",
-    "lse": "ReduceLogSumExp", "logsumexp": "ReduceLogSumExp",
-    "reducelogsumexp": "ReduceLogSumExp",
-}
+_OP_ALIASES = {alias: record.name for record in REGISTRY
+               for alias in (*record.aliases, record.name.lower(), record.short.lower())}
 _DTYPE_ALIASES = {
     "f32": "float32", "float": "float32", "float32": "float32",
     "f64": "float64", "double": "float64", "float64": "float64",
     "f16": "float16", "half": "float16", "float16": "float16",
     "bf16": "bfloat16", "bfloat16": "bfloat16",
 }
+_SHORT_DTYPE = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}
 _LAYOUT_ALIASES = {"two": "split", "non-adjacent": "split", "nonadjacent": "split"}
 _SIZE_RE = re.compile(r"^(\d+)\s*(k|kib|m|mib)$", re.IGNORECASE)
 
 
 def normalize_op(name: str) -> str:
     """``"sum"``, ``"ReduceSum"`` ... -> the ONNX op name; ValueError for anything else."""
-    if name in OPS:
+    if name in ALL_OPS:
         return name
     key = name.strip().lower()
     if key in _OP_ALIASES:
         return _OP_ALIASES[key]
-    raise ValueError(f"unknown op {name!r}; choose from {', '.join(OPS)} (or sum, l2, lse)")
+    short = ", ".join(record.aliases[-1] for record in REGISTRY)
+    raise ValueError(f"unknown op {name!r}; choose from {', '.join(ALL_OPS)} (or {short})")
+
+
+def short_name(name: str) -> str:
+    """The short name of an op (the registry's) or dtype, for table cells.
+
+    >>> short_name("ReduceLogSumExp"), short_name("bfloat16")
+    ('LSE', 'bf16')
+    """
+    if name in _SHORT_DTYPE:
+        return _SHORT_DTYPE[name]
+    return op_record(name).short
 
 
 def normalize_layout(name: str) -> str:
@@ -172,6 +185,13 @@ class Case:
     @property
     def label(self) -> str:
         return f"{self.op} {self.layout} {self.dtype} {self.size}"
+
+
+def input_for(case: Case, seed: int = 0) -> np.ndarray:
+    """The input of a cell: :func:`make_input`, its magnitudes for ReduceLogSum (whose log of a
+    negative sum is NaN)."""
+    x = make_input(case.shape, case.np_dtype, seed)
+    return np.abs(x, out=x) if case.op == "ReduceLogSum" else x
 
 
 def make_input(shape: tuple[int, ...], dtype: np.dtype, seed: int = 0) -> np.ndarray:

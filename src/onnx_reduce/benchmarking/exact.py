@@ -8,6 +8,9 @@ element as an unevaluated pair ``hi + lo``, far inside one ulp of any output dty
 * ReduceL2: squares are exact in float64 for float32 and narrower; float64 squares are split
   into product and error (Dekker), so the sum of squares is exact to 2**-106; its square root
   is taken in double-double (one Newton step on the float64 root).
+* ReduceSumSquare: ReduceL2's exact sum of squares, without the root.
+* ReduceLogSum: the log of the exact sum ``hi + lo``: ``log(hi) + lo / hi`` in float64 for
+  narrow floats, in ``np.longdouble`` for float64 (the benchmark's sums are far from 1).
 * ReduceLogSumExp: shifted by the row's maximum, the terms exp(x - m) and the log in float64
   for narrow floats (error ~2**-50 relative: 2**-26 of a float32 ulp), in ``np.longdouble``
   for float64 (x86's 64-bit significand: ~2**-60, a few thousandths of an ulp). Where
@@ -44,8 +47,9 @@ FORMATS: dict[str, tuple[int, int]] = {
     "float32": (24, -126),
     "float64": (53, -1022),
 }
-#: True where np.longdouble carries the 64-bit significand the float64 LogSumExp needs.
+#: True where np.longdouble carries the 64-bit significand the float64 logs need.
 WIDE_LONGDOUBLE = np.finfo(np.longdouble).nmant >= 63
+_LOGS = ("ReduceLogSumExp", "ReduceLogSum")
 
 
 class Exact:
@@ -68,18 +72,23 @@ def exact_result(case: Case, x: np.ndarray) -> Exact | None:
     """The exact result of ``case`` on finite ``x``; None where it cannot be had (float64
     LogSumExp without a wide ``np.longdouble``)."""
     table = rows(case, x)
+    wide = case.op in _LOGS and case.dtype == "float64"
+    if wide and not WIDE_LONGDOUBLE:
+        return None
     if case.op == "ReduceSum":
         pairs = [_exact_sum(r.astype(np.float64)) for r in table]
     elif case.op == "ReduceL2":
         pairs = [_sqrt_pair(*_exact_sum(_squares(r))) for r in table]
+    elif case.op == "ReduceSumSquare":
+        pairs = [_exact_sum(_squares(r)) for r in table]
+    elif case.op == "ReduceLogSum":
+        pairs = [_log_pair(*_exact_sum(r.astype(np.float64)), wide) for r in table]
     elif case.dtype != "float64":
         pairs = [(_lse64(r.astype(np.float64)), 0.0) for r in table]
-    elif WIDE_LONGDOUBLE:
-        pairs = [_lse_long(r) for r in table]
     else:
-        return None
+        pairs = [_lse_long(r) for r in table]
     shape = tuple(1 if i in case.axes else d for i, d in enumerate(x.shape))
-    kind = np.longdouble if case.op == "ReduceLogSumExp" and case.dtype == "float64" else float
+    kind = np.longdouble if wide else float
     hi = np.array([p[0] for p in pairs], dtype=kind).reshape(shape)
     lo = np.array([p[1] for p in pairs], dtype=np.float64).reshape(shape)
     return Exact(hi, lo)
@@ -133,6 +142,13 @@ def _sqrt_pair(hi: float, lo: float) -> tuple[float, float]:
     square_err = float(two_prod(r, r)[1][0])
     residual = ((hi - root * root) - square_err) + lo
     return root, residual / (2.0 * root)
+
+
+def _log_pair(hi: float, lo: float, wide: bool) -> tuple[Any, float]:
+    """log(hi + lo) for a positive exact sum, in float64 or ``np.longdouble``."""
+    if wide:
+        return np.log(np.longdouble(hi)) + np.longdouble(lo) / np.longdouble(hi), 0.0
+    return math.log(hi) + lo / hi, 0.0
 
 
 def _lse64(row: np.ndarray) -> float:

@@ -19,11 +19,9 @@ True
 from __future__ import annotations
 
 from . import targets
-from .cases import LAYOUT_HELP
+from .cases import LAYOUT_HELP, short_name
 from .results import BenchResults, CellResult, format_seconds, geomean
 
-SHORT = {"ReduceSum": "Sum", "ReduceL2": "L2", "ReduceLogSumExp": "LSE",
-         "float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}
 _PEER_SHORT = {"onnxruntime": "ort", "onnx.reference": "ref"}
 _TITLE = {"latency": "latency (8x128 = 1024 elements; 8x8x16 for middle and split)"}
 
@@ -103,7 +101,7 @@ def _summary_table(results: BenchResults) -> str:
 def _ulp_summary(results: BenchResults) -> str:
     dtypes = [d for d in ("float32", "float64", "float16", "bfloat16")
               if any(r.dtype == d for r in results.rows)]
-    head = ["largest error, ulps", *[SHORT[d] for d in dtypes]]
+    head = ["largest error, ulps", *[short_name(d) for d in dtypes]]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for runner in results.runners:
         cells = [runner]
@@ -120,7 +118,7 @@ def _compact_table(results: BenchResults, rows: list[CellResult]) -> str:
             *[f"fastest / ours ({r})" for r in results.regimes]]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [f"{SHORT[r.op]} {r.layout} {SHORT[r.dtype]}"]
+        cells = [f"{short_name(r.op)} {r.layout} {short_name(r.dtype)}"]
         for runner in results.runners:
             status = r.status.get(runner, "n/a")
             text = "n/a" if status.startswith("n/a") else format_seconds(r.times.get(runner))
@@ -203,6 +201,6 @@ def _mismatch_summary(results: BenchResults) -> str:
     if not counts:
         return ""
     parts = [f"{runner} in {sum(per.values())} (" + ", ".join(
-        f"{SHORT[d]} {n}" for d, n in per.items()) + ")" for runner, per in counts.items()]
+        f"{short_name(d)} {n}" for d, n in per.items()) + ")" for runner, per in counts.items()]
     return ("Cells where a peer disagrees with onnx-reduce beyond the dtype's tolerance (≠; not "
             "counted as the fastest peer): " + "; ".join(parts) + ".")

@@ -20,12 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .cases import size_bytes
+from .cases import short_name, size_bytes
 
 #: The two roofline shares of a row: side by side, then against the best pass.
 _ROOFLINE_KEYS = ("roofline_fraction", "roofline_fraction_best_pass")
-_SHORT_OP = {"ReduceSum": "Sum", "ReduceL2": "L2", "ReduceLogSumExp": "LSE"}
-_SHORT_DTYPE = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}
 
 
 def format_seconds(seconds: float | None) -> str:
@@ -239,7 +237,7 @@ class BenchResults:
             ax.set_yscale("log")
             ax.set_xticks(list(xs))
             ax.set_xticklabels(
-                [f"{_SHORT_OP[r.op]} {r.layout} {_SHORT_DTYPE[r.dtype]}" for r in rows],
+                [f"{short_name(r.op)} {r.layout} {short_name(r.dtype)}" for r in rows],
                 rotation=90, fontsize=6,
             )
             ax.set_ylabel("time / onnx-reduce time")

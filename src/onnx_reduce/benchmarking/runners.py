@@ -26,13 +26,16 @@ from .cases import Case
 
 Call = Callable[[], Any]
 
-#: The op version each onnx model is built at (axes as an int64 initializer in all three).
-ONNX_VERSIONS: dict[str, int] = {"ReduceSum": 13, "ReduceL2": 18, "ReduceLogSumExp": 18}
+#: The op version each onnx model is built at (axes as an int64 initializer in all).
+ONNX_VERSIONS: dict[str, int] = {"ReduceSum": 13, "ReduceL2": 18, "ReduceLogSumExp": 18,
+                                 "ReduceSumSquare": 18, "ReduceLogSum": 18}
 _ONNX_ELEM = {"float32": 1, "float64": 11, "float16": 10, "bfloat16": 16}  # TensorProto values
 _ONNX_REDUCE = {
     "ReduceSum": functions.reduce_sum,
     "ReduceL2": functions.reduce_l2,
     "ReduceLogSumExp": functions.reduce_log_sum_exp,
+    "ReduceSumSquare": functions.reduce_sum_square,
+    "ReduceLogSum": functions.reduce_log_sum,
 }
 
 
@@ -114,11 +117,16 @@ def bind(runner: str, prepared: Any, x: np.ndarray, case: Case, threads: int = 2
 
 
 def _numpy_call(op: str, x: np.ndarray, axes: tuple[int, ...]) -> Call:
-    # The textbook formulas (onnx.reference's for Sum and L2; LSE without the max shift).
+    # The textbook formulas (onnx.reference's for Sum, L2, SumSquare, LogSum; LSE without the
+    # max shift).
     if op == "ReduceSum":
         return lambda: np.sum(x, axis=axes, keepdims=True)
     if op == "ReduceL2":
         return lambda: np.sqrt(np.sum(np.square(x), axis=axes, keepdims=True))
+    if op == "ReduceSumSquare":
+        return lambda: np.sum(np.square(x), axis=axes, keepdims=True)
+    if op == "ReduceLogSum":
+        return lambda: np.log(np.sum(x, axis=axes, keepdims=True))
     return lambda: np.log(np.sum(np.exp(x), axis=axes, keepdims=True))
 
 

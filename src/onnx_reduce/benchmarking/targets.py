@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .cases import short_name
 from .results import BenchResults, CellResult, geomean
 
 CELL_FLOOR = 0.9
@@ -36,8 +37,6 @@ LSE_GBPS_FLOOR = 16.0
 ROOFLINE_FLOOR = 0.9
 #: The size whose layouts the GB/s and roofline targets are read at.
 BIG = "64MiB"
-_SHORT = {"ReduceSum": "Sum", "ReduceL2": "L2", "ReduceLogSumExp": "LSE",
-          "float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}
 
 
 def times_in(row: CellResult, regime: str) -> dict[str, float | None]:
@@ -152,7 +151,14 @@ def _roofline(f: dict[str, Any]) -> str:
 
 
 def _short(label: str) -> str:
-    return " ".join(_SHORT.get(word, word) for word in label.split())
+    return " ".join(_short_word(word) for word in label.split())
+
+
+def _short_word(word: str) -> str:
+    try:
+        return short_name(word)
+    except KeyError:  # a layout or size
+        return word
 
 
 _ROWS = (
