@@ -14,6 +14,8 @@ import platform
 import subprocess
 from pathlib import Path
 
+from ..spec import REGISTRY
+
 _PACKAGES = ("numpy", "numba", "onnx", "onnxruntime", "torch", "jax", "jaxlib", "scipy",
              "ml_dtypes", "onnx-reduce")
 
@@ -70,11 +72,9 @@ def revision() -> str:
 
 def fast_kernels() -> str:
     """Which compiled kernel modules of onnx-reduce exist (the rest runs the numpy reference)."""
-    present = [
-        name
-        for name in ("sum_l2", "log_sum_exp")
-        if importlib.util.find_spec(f"onnx_reduce.kernels.fast.{name}") is not None
-    ]
+    modules = dict.fromkeys(record.fast[0] for record in REGISTRY if record.fast)
+    present = [name for name in modules
+               if importlib.util.find_spec(f"onnx_reduce.kernels.fast.{name}") is not None]
     return ", ".join(f"kernels.fast.{n}" for n in present) if present else "none (reference only)"
 
 
