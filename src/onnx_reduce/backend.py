@@ -33,12 +33,13 @@ from onnx.backend.base import Backend, BackendRep, Device, DeviceType
 
 from .pipeline import execute
 from .pipeline import prepare as prepare_call
+from .plan.cache import BoundedCache
 from .reference_plugin import reference_ops
 from .spec import OPS, OpVersion, resolve
 from .spec.validate import as_array, read_array
 from .spec.values import as_integer, shown
 
-#: Prepared node calls kept per model (cleared when full).
+#: Prepared node calls kept per model.
 _MAX_PREPARED = 1024
 
 #: The names of the default (ONNX) domain.
@@ -59,7 +60,8 @@ class OnnxReduceRep(BackendRep):
         opset = _default_opset(model)
         _check_graph(graph)
         self._steps = _direct_steps(graph, opset)
-        self._prepared: dict[tuple, Callable[[np.ndarray], np.ndarray]] = {}
+        self._prepared: BoundedCache[tuple, Callable[[np.ndarray], np.ndarray]] = (
+            BoundedCache(_MAX_PREPARED))
         if self._steps is not None:
             self._constants = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
             self._evaluator = None
@@ -91,10 +93,8 @@ class OnnxReduceRep(BackendRep):
                None if axes is None else (axes.dtype, axes.shape, axes.tobytes()))
         run = self._prepared.get(key)
         if run is None:
-            run = prepare_call(ver, data.dtype, data.shape, attributes, axes)
-            if len(self._prepared) >= _MAX_PREPARED:
-                self._prepared.clear()
-            self._prepared[key] = run
+            run = self._prepared.put(key, prepare_call(ver, data.dtype, data.shape, attributes,
+                                                       axes))
         return run(data)
 
     def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:

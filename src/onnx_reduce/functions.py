@@ -32,6 +32,7 @@ from numpy.typing import ArrayLike
 from .interop.arrays import foreign_reduction
 from .pipeline import execute, plan_call, prepare
 from .plan import ReductionPlan
+from .plan.cache import BoundedCache
 from .spec import OpVersion, as_array, as_axes, as_dtype, check_shape, latest, resolve
 
 Axes = Sequence[int] | np.ndarray | None
@@ -135,8 +136,7 @@ def reduce_log_sum(
 #: Prepared calls (:func:`onnx_reduce.pipeline.prepare`) by (op, dtype, shape, axes, keepdims,
 #: noop, opset): a repeated call skips validation, planning and the kernel choice. Only valid
 #: calls get here (invalid ones raise while preparing).
-_PREPARED: dict[tuple, Callable[[np.ndarray], np.ndarray]] = {}
-_MAX_PREPARED = 4096
+_PREPARED: BoundedCache[tuple, Callable[[np.ndarray], np.ndarray]] = BoundedCache(4096)
 
 
 def reduce_array(
@@ -155,10 +155,7 @@ def reduce_array(
         ver, attributes, axes_input = _node_form(op, axes, keepdims, noop, opset, data.ndim)
         if key is None:  # unusual argument types: the plain path judges them
             return execute(ver, data, attributes, axes_input)
-        run = prepare(ver, data.dtype, data.shape, attributes, axes_input)
-        if len(_PREPARED) >= _MAX_PREPARED:
-            _PREPARED.clear()
-        _PREPARED[key] = run
+        run = _PREPARED.put(key, prepare(ver, data.dtype, data.shape, attributes, axes_input))
     return run(data)
 
 

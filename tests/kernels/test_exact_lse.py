@@ -20,6 +20,7 @@ import oracle
 from onnx_reduce.kernels import exact_lse
 from onnx_reduce.kernels.dispatch import kernel_path
 from onnx_reduce.plan import make_plan
+from onnx_reduce.plan.cache import BoundedCache
 from onnx_reduce.spec import Request, resolve
 from onnx_reduce.spec.dtypes import bfloat16
 
@@ -208,7 +209,7 @@ def test_threaded_sizes_with_few_outputs(dtype, axis, monkeypatch):
     """Few outputs over more than PARALLEL_MIN elements, nearly cancelling: the split kernels
     (pieces of 4096 elements here, so the oracle's work stays small)."""
     monkeypatch.setattr(lse_module, "MIN_PIECE", 1 << 12)
-    monkeypatch.setattr(lse_module, "_JOBS", {})
+    monkeypatch.setattr(lse_module, "_JOBS", BoundedCache(256))
     n = lse_module.PARALLEL_MIN // 2 + 4099
     rng = np.random.default_rng(7)
     v = rng.standard_normal((2, n)) * 2

@@ -382,7 +382,7 @@ def test_guessed_shift_split_pieces(dtype, monkeypatch):
             assert_close(x[rows], (1,), fast_lse(x[rows], [1]))
         y = x[[0, 11]].reshape(2, 30, 100)
         assert_close(y, (1, 2), fast_lse(y, [1, 2]))
-        kernels = {job[0] for job in lse_module._JOBS.values() if job is not None}
+        kernels = {job[0] for job in lse_module._JOBS.values() if job}
         assert kernels == {lse_module._rows_online_split}
     finally:
         lse_module._JOBS.clear()
@@ -418,7 +418,7 @@ def test_guessed_shift_columns(dtype):
     try:
         twice = np.tile(x, (1, 2))  # 72000 elements: parallel
         assert_close(twice, (0,), fast_lse(twice, [0]))
-        kernels = {job[0] for job in lse_module._JOBS.values() if job is not None}
+        kernels = {job[0] for job in lse_module._JOBS.values() if job}
         assert kernels == {lse_module._columns_parallel}
     finally:
         lse_module._JOBS.clear()

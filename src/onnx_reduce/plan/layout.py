@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .cache import BoundedCache
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -167,7 +169,7 @@ def canonical_layout(data: np.ndarray, axes: tuple[int, ...]) -> Canonical | Non
     )
 
 
-_MEMORY_ORDER: dict[tuple, np.ndarray] = {}
+_MEMORY_ORDER: BoundedCache[tuple, np.ndarray] = BoundedCache(256)
 
 
 def memory_order_geometry(shape: tuple[int, ...], axes: tuple[int, ...]) -> np.ndarray:
@@ -200,9 +202,7 @@ def memory_order_geometry(shape: tuple[int, ...], axes: tuple[int, ...]) -> np.n
             if not red[d]:
                 ost[d] = step
                 step *= sizes[d]
-        if len(_MEMORY_ORDER) > 256:
-            _MEMORY_ORDER.clear()
         geo = np.array((len(sizes), *sizes, *red, *ost), np.int64)
         geo.flags.writeable = False
-        _MEMORY_ORDER[key] = geo
+        _MEMORY_ORDER.put(key, geo)
     return geo

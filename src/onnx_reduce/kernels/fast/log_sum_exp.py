@@ -50,6 +50,7 @@ from numba import config, njit, prange, types
 from numba.extending import overload
 
 from ...plan import ReductionPlan
+from ...plan.cache import BoundedCache
 from ...spec.dtypes import bfloat16
 from ..exact_lse import fast_bound, refine_log_sum_exp, suspects, threshold
 from ..reference import kept_first
@@ -125,8 +126,8 @@ PROBE_ROWS = 4
 _SERVED = {np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), bfloat16}
 _BITS = {np.dtype(np.float32): np.dtype(np.int32), np.dtype(np.float64): np.dtype(np.int64)}
 _EMPTY = np.empty(0, np.int64)
-#: Prepared jobs of C-contiguous inputs, by (shape, dtype, axes).
-_JOBS: dict[tuple, tuple | None] = {}
+#: Prepared jobs of C-contiguous inputs, by (shape, dtype, axes) (False: not served).
+_JOBS: BoundedCache[tuple, tuple | bool] = BoundedCache(256)
 
 
 def reduce_log_sum_exp(data: np.ndarray, plan: ReductionPlan) -> np.ndarray | None:
@@ -143,11 +144,8 @@ def reduce_log_sum_exp(data: np.ndarray, plan: ReductionPlan) -> np.ndarray | No
         job = _JOBS.get(key)
         if job is None:
             canon = canonical(data, plan.axes)
-            job = None if canon is None else _job(canon, dtype, plan)
-            if len(_JOBS) >= 256:
-                _JOBS.clear()
-            _JOBS[key] = job
-        if job is None:
+            job = _JOBS.put(key, (canon is not None and _job(canon, dtype, plan)) or False)
+        if not job:
             return None
         base = storage_view(data).reshape(-1)
         restore = None

@@ -59,6 +59,7 @@ from numba import njit, prange, types
 from numba.extending import intrinsic, overload
 
 from ...plan import ReductionPlan
+from ...plan.cache import BoundedCache
 from ._common import (
     REASSOC,
     canonical,
@@ -131,7 +132,7 @@ _ACCUMULATOR = {
 _STORAGE = {dtype: storage_dtype(dtype) for dtype in _ACCUMULATOR} | {
     np.dtype(np.int32): np.dtype(np.uint32), np.dtype(np.int64): np.dtype(np.uint64)}
 _EMPTY = {acc: np.empty(0, acc) for acc in set(_ACCUMULATOR.values())}
-_GEOMETRIES: dict[tuple, np.ndarray] = {}
+_GEOMETRIES: BoundedCache[tuple, np.ndarray] = BoundedCache(256)
 _SCRATCH: dict[np.dtype, np.ndarray] = {}
 _TINY_L2 = 2.0**-450  # a float64 L2 below this may have lost its low squares to underflow
 #: Row sums: reassociation, and fused multiply-adds for squares (a float16/bfloat16/float32
@@ -277,11 +278,9 @@ def _geometry(ksz: tuple, kst: tuple, rsz: tuple, rst: tuple) -> np.ndarray:
     key = (ksz, kst, rsz, rst)
     geo = _GEOMETRIES.get(key)
     if geo is None:
-        if len(_GEOMETRIES) > 256:
-            _GEOMETRIES.clear()
         geo = np.array((len(ksz), len(rsz), *ksz, *kst, *rsz, *rst), np.int64)
         geo.flags.writeable = False
-        _GEOMETRIES[key] = geo
+        _GEOMETRIES.put(key, geo)
     return geo
 
 

@@ -1,0 +1,60 @@
+"""The pipeline's one bounded cache (onnx_reduce.plan.cache) and the caches built on it."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import onnx_reduce
+from onnx_reduce import functions
+from onnx_reduce.plan import layout
+from onnx_reduce.plan.cache import BoundedCache
+
+
+def test_the_oldest_entry_makes_room() -> None:
+    cache = BoundedCache(3)
+    for key in "abcd":
+        cache.put(key, key.upper())
+    assert len(cache) == 3
+    assert cache.get("a") is None
+    assert [cache.get(k) for k in "bcd"] == ["B", "C", "D"]
+    cache.put("b", "again")  # a key already there: replaced, nothing evicted
+    assert cache.values() == ["again", "C", "D"]
+
+
+def test_sizes_below_one_are_refused() -> None:
+    with pytest.raises(ValueError, match="at least one entry"):
+        BoundedCache(0)
+
+
+def test_threads_putting_at_once_keep_the_bound() -> None:
+    cache = BoundedCache(64)
+
+    def fill(offset: int) -> None:
+        for i in range(5000):
+            cache.put((offset, i), i)
+            cache.get((offset, i - 1))
+
+    threads = [threading.Thread(target=fill, args=(k,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(cache) == 64
+
+
+def test_many_shapes_keep_the_prepared_calls_and_layouts_bounded(monkeypatch) -> None:
+    """A process meeting more shapes than the caches hold: they stay at their size, and the
+    results stay right for old and new shapes alike."""
+    monkeypatch.setattr(functions, "_PREPARED", BoundedCache(8))
+    monkeypatch.setattr(layout, "_MEMORY_ORDER", BoundedCache(8))
+    for n in range(1, 40):
+        x = np.arange(n * 3, dtype=np.float32).reshape(3, n)
+        np.testing.assert_array_equal(onnx_reduce.reduce_sum(x, axes=[1], keepdims=False),
+                                      x.sum(axis=1))
+    assert len(functions._PREPARED) == 8
+    assert len(layout._MEMORY_ORDER) <= 8
+    x = np.ones((3, 2), np.float32)
+    np.testing.assert_array_equal(onnx_reduce.reduce_sum(x, axes=[1], keepdims=False), [2, 2, 2])
