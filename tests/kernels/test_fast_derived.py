@@ -188,3 +188,34 @@ def test_integers_and_empty_reductions_are_left_to_the_reference_path(op) -> Non
     assert dispatch.bind_fast(op, np.dtype(np.int32), ints) is None
     with kernel_path("fast"), pytest.raises(RuntimeError, match="no fast kernel"):
         FUNCTIONS[op](np.ones((4, 6), np.int32), axes=[1], opset=18)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize(("shape", "axes"), [((300, 256), (1,)), ((256, 300), (0,)),
+                                             ((9, 40, 30), (0, 2)), ((4, 2000), (0, 1))])
+def test_float64_states_on_two_threads_give_the_one_piece_bits(op, shape, axes, monkeypatch):
+    data = _data(op, shape, np.dtype(np.float64), seed=5)
+    one = _fast(op, data, axes)
+    monkeypatch.setattr(derived, "THREADED_BYTES", 1024)
+    monkeypatch.setattr(derived, "num_threads", lambda: 2)
+    np.testing.assert_array_equal(_bits(_fast(op, data, axes)), _bits(one))
+    _assert_within(op, one, data, axes)
+
+
+def test_an_error_on_the_second_thread_reaches_the_caller(monkeypatch) -> None:
+    from onnx_reduce.kernels import states
+
+    monkeypatch.setattr(derived, "THREADED_BYTES", 1024)
+    monkeypatch.setattr(derived, "num_threads", lambda: 2)
+    real = states.partial
+
+    def partial(op, data, axes):
+        if data[0, 0] == -1.0:
+            raise MemoryError("the second half")
+        return real(op, data, axes)
+
+    monkeypatch.setattr(states, "partial", partial)
+    data = np.ones((64, 64))
+    data[32:] = -1.0
+    with pytest.raises(MemoryError, match="second half"):
+        _fast("ReduceSumSquare", data, (1,))
