@@ -9,14 +9,16 @@ Usage::
 Errors are ``|result - exact| / ulp(exact)`` in ulps of the output dtype (tests/oracle.py), so a
 correctly rounded result scores <= 0.5. Data (seeded): ReduceSum of uniform [0, 1) values
 (well-conditioned: the error is the kernel's, not the data's), ReduceL2 of standard normal
-values, ReduceLogSumExp of standard normal values times 10. Shapes: 64 x 1000 for the 2-D
-layouts, 30 x 40 x 50 for the 3-D ones.
+values, ReduceLogSumExp of standard normal values times 10, ReduceSumSquare of standard normal
+values, ReduceLogSum of uniform [0, 1) values. Shapes: 64 x 1000 for the 2-D layouts,
+30 x 40 x 50 for the 3-D ones.
 
 ``--hard`` measures instead the families built to break the bound: ReduceLogSumExp slices whose
 result nearly cancels the shift (log-softmax rows, whose LSE is ~0 by construction; pairs
-``[a, log1p(-exp(a))]`` rounded, whose LSE is a few ulps of 1 from 0), and float sums and L2 of
-constant and same-sign rows of every length around the kernels' block sizes, each as rows
-(inner axis) and as columns (outer axis).
+``[a, log1p(-exp(a))]`` rounded, whose LSE is a few ulps of 1 from 0), ReduceLogSum rows of
+probabilities (sum ~1, log ~0) and rows whose large terms cancel, and float sums, L2 and sums of
+squares of constant and same-sign rows of every length around the kernels' block sizes, each as
+rows (inner axis) and as columns (outer axis).
 """
 
 from __future__ import annotations
@@ -31,10 +33,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import oracle
-from onnx_reduce import reduce_l2, reduce_log_sum_exp, reduce_sum
+from onnx_reduce import reduce_l2, reduce_log_sum, reduce_log_sum_exp, reduce_sum, reduce_sum_square
 from onnx_reduce.kernels.dispatch import kernel_path
 
-FUNCTIONS = {"ReduceSum": reduce_sum, "ReduceL2": reduce_l2, "ReduceLogSumExp": reduce_log_sum_exp}
+FUNCTIONS = {"ReduceSum": reduce_sum, "ReduceL2": reduce_l2, "ReduceLogSumExp": reduce_log_sum_exp,
+             "ReduceSumSquare": reduce_sum_square, "ReduceLogSum": reduce_log_sum}
 DTYPES = {"f16": np.dtype(np.float16), "bf16": oracle.bfloat16,
           "f32": np.dtype(np.float32), "f64": np.dtype(np.float64)}
 LAYOUTS = ("inner", "outer", "all", "middle", "non-adjacent", "transposed", "negative-stride")
@@ -60,9 +63,9 @@ def layout_case(name: str, base2: np.ndarray, base3: np.ndarray) -> tuple[np.nda
 
 
 def data_for(op: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    if op == "ReduceSum":
+    if op in ("ReduceSum", "ReduceLogSum"):
         return rng.random(shape)
-    if op == "ReduceL2":
+    if op in ("ReduceL2", "ReduceSumSquare"):
         return rng.standard_normal(shape)
     return rng.standard_normal(shape) * 10
 
@@ -115,6 +118,17 @@ def _cancelling_pairs(rng: np.random.Generator, count: int, dtype) -> np.ndarray
     return np.stack([a, b], axis=1)
 
 
+def _probabilities(rng: np.random.Generator, shape: tuple[int, int], dtype) -> np.ndarray:
+    p = rng.random(shape)
+    return (p / p.sum(axis=1, keepdims=True)).astype(dtype)
+
+
+def _cancelling_sums(rng: np.random.Generator, count: int, dtype) -> np.ndarray:
+    big = rng.uniform(1e3, 3e4, count) if dtype == np.float16 else rng.uniform(1e6, 1e15, count)
+    small = rng.uniform(0.5, 4.0, count)
+    return np.stack([big, small, -big], axis=1).astype(dtype)
+
+
 def hard_cases(rng: np.random.Generator):
     """Yield (family, op, dtype name, 2-D array of rows): see the module docstring."""
     for dname, dtype in DTYPES.items():
@@ -128,9 +142,16 @@ def hard_cases(rng: np.random.Generator):
         for n in HARD_LENGTHS:
             constant = np.full((4, n), 0.1, dtype) * rng.uniform(0.5, 2.0, (4, 1)).astype(dtype)
             same_sign = rng.random((4, n)).astype(dtype)
-            for op in ("ReduceSum", "ReduceL2"):
+            for op in ("ReduceSum", "ReduceL2", "ReduceSumSquare"):
                 yield f"constant rows (n <= {n})", op, dname, constant
                 yield f"same-sign rows (n <= {n})", op, dname, same_sign
+    logs = np.random.default_rng(2027)  # a stream of their own: the families above keep theirs
+    for dname, dtype in DTYPES.items():
+        for shape in ((300, 20), (8, 5000)):
+            yield f"probability rows ({shape[0]}x{shape[1]})", "ReduceLogSum", dname, \
+                _probabilities(logs, shape, dtype)
+        yield "cancelling rows [b, s, -b]", "ReduceLogSum", dname, \
+            _cancelling_sums(logs, 300, dtype)
 
 
 def measure_hard(paths: list[str]) -> dict:

@@ -1,5 +1,5 @@
 """Compiled ReduceSumSquare and ReduceLogSum, finished from the float64 results of the
-ReduceSum and ReduceL2 kernels (:mod:`.sum_l2`), so they run as fast in every layout.
+ReduceSum and ReduceL2 kernels (:mod:`.sum_l2`): no memory walks of their own.
 
 * ReduceSumSquare of float16/bfloat16/float32: the L2 kernel's float64 root of the float64
   sum of the (exact) squares, squared and rounded once to the dtype. The root and the square
@@ -12,8 +12,9 @@ ReduceSum and ReduceL2 kernels (:mod:`.sum_l2`), so they run as fast in every la
   there.
 * float64, both ops: the compiled partial state of :mod:`..states`, finished (double-double
   sums; SumSquare's squares scaled by a power of two and exact, so it overflows or underflows
-  only where the true result does; LogSum's suspects recomputed as above). A float64 sum
-  rounded to float64 cannot vouch for a float64 log within 2 ulp, whatever the bound.
+  only where the true result does; LogSum's suspects recomputed as above), on two threads from
+  THREADED_BYTES on. A float64 sum rounded to float64 cannot vouch for a float64 log within
+  2 ulp, whatever the bound.
 
 Integers: the reference path (exact integer arithmetic).
 
@@ -56,8 +57,8 @@ _NARROW = {np.dtype(np.float16): (11, -14), np.dtype("bfloat16"): (8, -126),
            np.dtype(np.float32): (24, -126)}
 #: The one-chunk merge tree of a state (as :mod:`onnx_reduce.interop.dask_ops` counts it).
 _GROUP = 16
-#: float64 inputs from this size on compute their partial states on two threads (a thread's
-#: two halves cost ~0.3 ms more than one piece: a gain from about 8-16 MiB on).
+#: float64 inputs from this size on compute their partial states on two threads (two halves
+#: cost ~0.3 ms more than one piece: a gain from about 8-16 MiB on).
 THREADED_BYTES = 1 << 24
 
 
