@@ -84,8 +84,9 @@ def test_every_layout_within_the_contract(op, dtype, shape, axes, view) -> None:
     got = _fast(op, data, axes)
     assert got.dtype == dtype
     assert got.shape == oracle.output_shape(data.shape, axes, False)
-    _assert_within(op, got, data, axes)
-    if dtype != np.float64:
+    if dtype == np.float64:
+        _assert_within(op, got, data, axes)
+    else:  # the correctly rounded result
         want = oracle.expected(op, data, axes, keepdims=False)
         np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
     same = _fast(op, np.ascontiguousarray(data), axes)
@@ -145,8 +146,9 @@ def test_log_sum_near_one_and_cancelling_sums_are_recomputed(dtype) -> None:
     for data in (rows, cancel, np.ascontiguousarray(rows.T)):
         axes = (0,) if data.shape[0] == 300 else (1,)
         got = _fast("ReduceLogSum", data, axes)
-        _assert_within("ReduceLogSum", got, data, axes)
-        if dtype != np.float64:
+        if dtype == np.float64:
+            _assert_within("ReduceLogSum", got, data, axes)
+        else:  # the correctly rounded result
             want = oracle.expected("ReduceLogSum", data, axes, keepdims=False)
             np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
 
