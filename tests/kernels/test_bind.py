@@ -25,8 +25,8 @@ pytest.importorskip("numba")
 FLOATS = [np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16),
           np.dtype(ml_dtypes.bfloat16)]
 OPS = list(OPS_OF_REGISTRY)
-#: The ops with fast kernels: the bound lanes' tests skip an op no fast kernel serves yet (its
-#: calls take the reference path; kernels/fast/ adds ReduceSumSquare and ReduceLogSum).
+#: The ops with fast kernels: the bound lanes' tests skip an op no fast kernel serves (its calls
+#: would take the reference path: numba missing, or a new op before its kernels).
 FAST_OPS = [pytest.param(op, marks=pytest.mark.skipif(not dispatch.has_fast(op),
                                                       reason=f"{op}: no fast kernels"))
             for op in OPS]
