@@ -22,12 +22,12 @@ from typing import Any
 import numpy as np
 
 from ..functions import plan_for, reduce_array, version_label
-from ..kernels import blocks, states
+from ..kernels import states
 from ..pipeline import native
 from ..spec import native_dtype
 
 #: Default number of states merged by one task (dask's own default is 4).
-SPLIT_EVERY = 16
+SPLIT_EVERY = states.SPLIT_EVERY
 
 
 def reduce(op: str, data: Any, axes, keepdims, noop, opset, split_every: int | None = None):
@@ -61,8 +61,7 @@ def reduce(op: str, data: Any, axes, keepdims, noop, opset, split_every: int | N
     if refined:
         nblocks = math.prod(data.numblocks[axis] for axis in plan.axes)
         chunk = math.prod(max(data.chunks[axis]) for axis in plan.axes)
-        widest = max(group, math.ceil(chunk / blocks.BLOCK_ELEMENTS))  # blocks in a chunk
-        tree = states.Tree(plan.reduced_size, states.merges_along(nblocks, group), widest)
+        tree = states.chunks_tree(plan.reduced_size, nblocks, chunk, group)
         finish = functools.partial(_finish_block, op, dtype, _Source(data, plan.axes), tree)
         result = result.map_blocks(finish, dtype=dtype, meta=np.empty((0,) * data.ndim, dtype))
     if not plan.keepdims:

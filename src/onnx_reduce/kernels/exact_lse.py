@@ -39,7 +39,8 @@ from ..spec.dtypes import EXTENDED, bfloat16
 from .rounding import round_to
 
 __all__ = [
-    "fast_bound", "flagged_rows", "reference_bound", "refine_log_sum_exp", "suspects", "threshold",
+    "fast_bound", "flagged_rows", "float_format", "reference_bound", "refine_log_sum_exp",
+    "suspects", "threshold",
 ]
 
 U = 2.0**-53
@@ -173,9 +174,14 @@ def _decide(head: np.ndarray, tail: np.ndarray, bound: np.ndarray, dtype: np.dty
     return value, decided
 
 
+def float_format(dtype: np.dtype) -> tuple[int, int]:
+    """(significand bits with the implicit one, smallest normal exponent) of a float ``dtype``."""
+    return _PRECISION[np.dtype(dtype)], _EMIN[np.dtype(dtype)]
+
+
 def _ulp_below(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """The spacing of ``dtype`` just below ``|value|`` (at a power of two: the smaller one)."""
-    p, emin = _PRECISION[np.dtype(dtype)], _EMIN[np.dtype(dtype)]
+    p, emin = float_format(dtype)
     magnitude = np.abs(np.asarray(value, np.float64))
     fraction, exponent = np.frexp(magnitude)
     exponent = np.where(magnitude > 0, exponent - p - (fraction == 0.5), emin - p + 1)

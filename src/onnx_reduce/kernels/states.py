@@ -77,6 +77,8 @@ from .rounding import round_to
 
 Axes = tuple[int, ...]
 
+#: Default number of states one merge takes (the chunked path's ``split_every``).
+SPLIT_EVERY = 16
 #: The scale exponent of an L2 state holding only zeros: below any real scale, so merging
 #: it rescales its zero sum and leaves the others exact.
 ZERO_SCALE = -(1 << 20)
@@ -207,6 +209,14 @@ def log_sum_bound(dtype: np.dtype, tree: Tree) -> tuple[float, float]:
     if tree.n > 1:
         gamma += SAFETY * v * (math.log2(tree.n) + tree.merges * tree.group)
     return gamma, v
+
+
+def chunks_tree(n: int, nblocks: int, chunk: int, group: int) -> Tree:
+    """The merge tree of outputs reducing ``n`` elements in ``nblocks`` pieces of at most
+    ``chunk`` elements each, merged in groups of ``group`` (each piece merges its blocks of
+    :data:`.blocks.BLOCK_ELEMENTS` too)."""
+    widest = max(group, math.ceil(chunk / blocks.BLOCK_ELEMENTS))
+    return Tree(n, merges_along(nblocks, group), widest)
 
 
 def merges_along(nblocks: int, group: int) -> int:

@@ -37,9 +37,8 @@ from numba import njit
 
 from ...plan import ReductionPlan
 from .. import states
-from ..blocks import BLOCK_ELEMENTS
 from ..exact_log_sum import refine_log_sum
-from ..exact_lse import tolerance_ulps
+from ..exact_lse import SAFETY, U, float_format, tolerance_ulps
 from ..reference import kept_first
 from ._common import num_threads, storage_dtype, store
 from .sum_l2 import bind_wide, reduce_wide
@@ -48,15 +47,6 @@ if TYPE_CHECKING:
     from ..dispatch import Bound
 
 _F64 = np.dtype(np.float64)
-#: Unit roundoff of float64.
-_U = 2.0**-53
-#: Safety factor on the first-order error bound of the narrow floats' float64 sums.
-_SAFETY = 2.0
-#: (precision, smallest normal exponent) of the narrow floats.
-_NARROW = {np.dtype(np.float16): (11, -14), np.dtype("bfloat16"): (8, -126),
-           np.dtype(np.float32): (24, -126)}
-#: The one-chunk merge tree of a state (as :mod:`onnx_reduce.interop.dask_ops` counts it).
-_GROUP = 16
 #: float64 inputs from this size on compute their partial states on two threads (two halves
 #: cost ~0.3 ms more than one piece: a gain from about 8-16 MiB on).
 THREADED_BYTES = 1 << 24
@@ -144,8 +134,7 @@ def _float64_from_state(op: str, data: np.ndarray, plan: ReductionPlan) -> np.nd
     values = np.ascontiguousarray(states.finish(op, state, data.dtype))
     if states.refines(op, data.dtype):
         n = plan.reduced_size
-        tree = states.Tree(n, states.merges_along(1, _GROUP),
-                           max(_GROUP, math.ceil(n / BLOCK_ELEMENTS)))
+        tree = states.chunks_tree(n, 1, n, states.SPLIT_EVERY)  # one chunk, as dask counts it
         mask = states.suspects(op, state, values, data.dtype, tree)
         if mask.any():
             view, nkept = kept_first(data, plan)
@@ -187,12 +176,12 @@ def _logs(data: np.ndarray, plan: ReductionPlan, total: np.ndarray, norm: np.nda
     """The logs of the float64 sums ``total`` rounded to the (narrow) dtype, the suspects
     recomputed; ``norm`` (the L2 of each slice) bounds the sums of magnitudes."""
     n = plan.reduced_size
-    precision, emin = _NARROW[data.dtype]
+    precision, emin = float_format(data.dtype)
     room = tolerance_ulps(data.dtype) - 0.5
     out = np.empty(total.shape, storage_dtype(data.dtype))
     suspect = np.empty(total.shape, np.bool_)
-    if _narrow_logs(total.reshape(-1), norm.reshape(-1), math.sqrt(n) * (1 + 4 * _U),
-                    _SAFETY * _U * max(n - 1, 1), room * 2.0**-precision,
+    if _narrow_logs(total.reshape(-1), norm.reshape(-1), math.sqrt(n) * (1 + 4 * U),
+                    SAFETY * U * max(n - 1, 1), room * 2.0**-precision,
                     room * 2.0**(emin - precision + 1), out.reshape(-1), suspect.reshape(-1)):
         rounded = out.view(data.dtype)
         view, nkept = kept_first(data, plan)
@@ -204,8 +193,10 @@ def _logs(data: np.ndarray, plan: ReductionPlan, total: np.ndarray, norm: np.nda
 def _narrow_logs(total, norm, spread, gamma, room, floor, out, suspect):  # pragma: no cover
     """``out = log(total)`` rounded once to ``out``'s storage dtype (IEEE: log 0 = -inf, log
     of a negative sum or NaN is NaN, of +inf +inf); ``suspect`` where the error bound of
-    ``log S~`` exceeds the contract's room after the final rounding (at least ``room |r|`` or
-    ``floor``: within a spacing of the dtype below ``|r|``): ``S~`` within
+    ``log S~`` exceeds the contract's room after the final rounding: the test of
+    :func:`..exact_log_sum.log_sum_suspects`, compiled into the loop that takes the logs
+    (as numpy array operations it cost ~18 us of an 8x128 call), with the spacing below
+    ``|r|`` taken as ``room |r|`` or ``floor``, never above it. ``S~`` within
     ``E = gamma * spread * norm`` of the exact sum (``spread * norm >= sum|x|``), so
     ``log S~`` within ``E / (S~ - E)`` plus the float64 log's own ``2 u |r|``; or a sign
     ``E`` leaves open. A sum that is not finite holds inf or NaN: its log is the result.
@@ -221,7 +212,7 @@ def _narrow_logs(total, norm, spread, gamma, room, floor, out, suspect):  # prag
             if not (abs(s) > bound):  # also a bound that is not a number
                 flag = True
             elif s > bound:
-                error = bound / (s - bound) + 2.0 * _U * abs(r)
+                error = bound / (s - bound) + 2.0 * U * abs(r)
                 flag = not (error <= max(room * abs(r), floor))
         suspect[i] = flag
         any_suspect |= flag

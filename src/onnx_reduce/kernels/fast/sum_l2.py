@@ -60,6 +60,7 @@ from numba.extending import intrinsic, overload
 
 from ...plan import ReductionPlan
 from ...plan.cache import BoundedCache
+from ...spec.dtypes import is_float
 from ._common import (
     REASSOC,
     canonical,
@@ -121,7 +122,6 @@ WIDE_PREFETCH_BYTES = 2048
 GROUP_ROWS = 48
 
 _F64 = np.dtype(np.float64)
-_BF16 = np.dtype("bfloat16")
 #: The dtypes served, and the dtype each accumulates in.
 _ACCUMULATOR = {
     np.dtype(t): _F64 for t in (np.float16, np.float32, np.float64, "bfloat16")
@@ -177,7 +177,7 @@ def bind_wide(dtype: np.dtype, plan: ReductionPlan, square: bool) -> Bound | Non
     """:func:`bind_sum` (``square``: :func:`bind_l2`) with float64 outputs: a float16,
     bfloat16 or float32 input's float64 accumulator (L2: its root in float64), not rounded to
     the dtype; for ReduceSumSquare and ReduceLogSum (:mod:`.derived`). Floats only."""
-    return _bind(dtype, plan, square, wide=True) if dtype.kind == "f" or dtype == _BF16 else None
+    return _bind(dtype, plan, square, wide=True) if is_float(dtype) else None
 
 
 def _bind(dtype: np.dtype, plan: ReductionPlan, square: bool, wide: bool = False
@@ -229,9 +229,7 @@ def _bind(dtype: np.dtype, plan: ReductionPlan, square: bool, wide: bool = False
 def reduce_wide(data: np.ndarray, plan: ReductionPlan, square: bool) -> np.ndarray | None:
     """:func:`reduce_sum` (``square``: :func:`reduce_l2`) with float64 outputs, as
     :func:`bind_wide`; None for integers and cases not served."""
-    if data.dtype.kind != "f" and data.dtype != _BF16:
-        return None
-    return _reduce(data, plan, square, wide=True)
+    return _reduce(data, plan, square, wide=True) if is_float(data.dtype) else None
 
 
 def _reduce(data: np.ndarray, plan: ReductionPlan, square: bool, wide: bool = False
