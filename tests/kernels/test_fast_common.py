@@ -74,3 +74,26 @@ def test_parallel_kernels_run_on_tbb() -> None:
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, check=True)
     assert done.stdout.split()[-1] == "tbb"
+
+
+def test_importing_the_kernels_leaves_numba_s_threading_layer_alone() -> None:
+    """Importing every kernel module (and running a small, serial reduction) chooses no
+    threading layer and loads no TBB; the first parallel launch does, as users get it."""
+    code = (
+        "import os, numpy as np, numba, onnx_reduce\n"
+        "from numba.core import config\n"
+        "from numba.np.ufunc import parallel\n"
+        "from onnx_reduce.kernels.fast import derived, log_sum_exp, state_rows, sum_l2\n"
+        "assert float(onnx_reduce.reduce_sum(np.ones((4, 4), np.float32)).ravel()[0]) == 16\n"
+        "tbb = any('libtbb' in line for line in open('/proc/self/maps'))\n"
+        "print(config.THREADING_LAYER, parallel._is_initialized, tbb)\n"
+        "x = np.ones((4096, 512), np.float32)\n"  # above PARALLEL_MIN: a parallel launch
+        "assert float(onnx_reduce.reduce_sum(x).ravel()[0]) == x.size\n"
+        "print(config.THREADING_LAYER, parallel._is_initialized)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_THREADING_LAYER"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, check=True)
+    before, after = done.stdout.splitlines()[-2:]
+    assert before == "default False False"
+    assert after == "forksafe True"

@@ -214,6 +214,34 @@ def test_large_inputs_take_the_parallel_paths():
     assert_close(y[:, :3], (0,), fast_lse(y, [0])[:, :3])
 
 
+@pytest.mark.parametrize(
+    ("shape", "axes", "small", "general"),
+    [
+        ((8, 128), (1,), "_small_rows", "_rows_serial"),
+        ((8, 8, 16), (0, 2), "_small_rows", "_rows_serial"),
+        ((128, 8), (0,), "_small_columns", "_columns_serial"),
+        ((16, 512), (0,), "_columns_serial", "_columns_serial"),  # wide columns
+        ((2, 70_000), (1,), None, "_rows_split"),  # few outputs: pieces
+        ((70_000, 4), (0,), None, "_columns_split"),
+        ((600, 130), (0,), None, "_columns_parallel"),
+        ((130, 600), (1,), None, "_rows_parallel"),
+    ],
+)
+def test_one_choice_of_kernel_for_both_paths(shape, axes, small, general):
+    """choose_job by layout and size: the one-call kernels for small C-contiguous rows and
+    narrow columns (the bound path), the general kernels otherwise, threaded from
+    PARALLEL_MIN elements on."""
+    x = np.empty(shape, np.float64)
+    plan = make_plan(Request(resolve("ReduceLogSumExp", 18), axes, True, False), shape)
+    canon = lse_module.canonical(x, axes)
+    job = lse_module.choose_job(canon, x.dtype, plan)
+    assert job.kernel is getattr(lse_module, general)
+    assert job.threaded == (x.size >= lse_module.PARALLEL_MIN)
+    bound = lse_module.choose_job(canon, x.dtype, plan, small=True)
+    assert bound.kernel is getattr(lse_module, small or general)
+    assert (lse_module.bind_log_sum_exp(x.dtype, plan) is None) == (small is None)
+
+
 def test_results_do_not_depend_on_threads(monkeypatch):
     import numba
 
@@ -222,6 +250,9 @@ def test_results_do_not_depend_on_threads(monkeypatch):
     lse_module._JOBS.clear()
     x = sample((3, 1003), np.float64, seed=7)
     y = sample((1003, 3), np.float32, seed=8)
+    from onnx_reduce.kernels.fast import _common
+
+    _common.choose_threading_layer()  # the layer users get (numba's thread calls start one)
     before = numba.get_num_threads()
     try:
         numba.set_num_threads(1)

@@ -358,7 +358,7 @@ def test_float32_rows_three_outputs_at_a_time(op: str) -> None:
     for x, axes in cases:
         assert x.size >= sum_l2.PARALLEL_MIN
         if x.flags.c_contiguous:
-            assert sum_l2._three_streams(sum_l2._c_geometry(x.shape, (1,))[0], dtype)
+            assert sum_l2._three_streams(sum_l2.c_packed(x.shape, (1,))[0], dtype)
         assert_close(run(op, x, axes), expected(x, tuple(axes), op))
 
 
@@ -375,7 +375,7 @@ def test_short_rows_of_adjacent_outputs(op: str, dtype: np.dtype) -> None:
     for m, row in ((7, longest), (8, longest - 3), (9, 37)):
         n = -(-2 * threads * sum_l2.MIN_PIECE_ELEMENTS // row) + 1
         x = make((n, m, row), dtype, 60 + m)
-        geo, _ = sum_l2._c_geometry(x.shape, (0, 2))
+        geo, _ = sum_l2.c_packed(x.shape, (0, 2))
         assert sum_l2._rows_schedule(geo, dtype.itemsize, threads, 64)[0] == m
         assert_close(run(op, x, [0, 2]), expected(x, (0, 2), op))
         y = x[::-2]  # serial, canonical path
@@ -392,7 +392,7 @@ def test_float64_rows_in_quarter_blocks(op: str) -> None:
     for rows, cols in ((256 * threads, 130), (48 * threads + 3, 1500), (7, 12000)):
         x = make((rows, cols), dtype, rows)
         assert x.size >= sum_l2.PARALLEL_MIN
-        geo, _ = sum_l2._c_geometry(x.shape, (1,))
+        geo, _ = sum_l2.c_packed(x.shape, (1,))
         block = sum_l2._rows_schedule(geo, dtype.itemsize, threads, 64, True)[0]
         assert block % 4 == 0
         assert 4 <= block <= 64
@@ -445,11 +445,49 @@ def test_float32_three_stream_rows_take_their_own_kernel(shape, axes, dtype, ker
     ``_float32_rows_parallel``; everything else the row or column kernel as before (whose
     compiled code must not hold the three-stream loops)."""
     dtype = np.dtype(dtype)
-    geo, inner = sum_l2._c_geometry(shape, axes)
+    geo, inner = sum_l2.c_packed(shape, axes)
     size = math.prod(shape)
     n_out = size // math.prod(shape[a] for a in axes)
-    chosen, _, _ = sum_l2._threaded(geo, inner, size, n_out, dtype)
-    assert chosen is getattr(sum_l2, kernel)
+    job = sum_l2.choose_job(dtype, False, size, n_out, geo, inner)
+    assert job.kernel is getattr(sum_l2, kernel)
+    assert job.threaded
+
+
+@pytest.mark.parametrize("square", [False, True])
+def test_one_choice_of_kernel_for_every_path(square: bool, monkeypatch) -> None:
+    """choose_job by size and layout: one thread under PARALLEL_MIN (the one-call kernels for
+    C-contiguous inputs, the row or column kernel for views), all threads from there on; the
+    per-call and the bound paths run what it chose."""
+    f32 = np.dtype(np.float32)
+    small = sum_l2._small_l2 if square else sum_l2._small_sum
+    cases = [((64, 64), (1,), "_rows_serial"), ((64, 64), (0,), "_cols_serial")]
+    for shape, axes, serial in cases:
+        geo, inner = sum_l2.c_packed(shape, axes)
+        mem = sum_l2.memory_order_geometry(shape, axes)
+        size, n_out = 64 * 64, 64
+        job = sum_l2.choose_job(f32, square, size, n_out, geo, inner, mem)
+        assert job.kernel is small
+        assert job.args[0] is mem
+        assert job.geo is geo
+        assert not job.threaded
+        assert sum_l2.choose_job(f32, square, size, n_out, geo, inner).kernel is getattr(
+            sum_l2, serial)
+        big = sum_l2.PARALLEL_MIN
+        assert sum_l2.choose_job(f32, square, big, big // 64, geo, inner, mem).threaded
+    chosen = []
+    original = sum_l2.choose_job
+    monkeypatch.setattr(sum_l2, "choose_job", lambda *a: chosen.append(original(*a)) or chosen[-1])
+    x = make((64, 64), f32, 3)
+    plan = make_plan(Request(resolve("ReduceL2" if square else "ReduceSum", 18), (1,), False,
+                             False), x.shape)
+    per_call = (sum_l2.reduce_l2 if square else sum_l2.reduce_sum)(x, plan)
+    bound = (sum_l2.bind_l2 if square else sum_l2.bind_sum)(x.dtype, plan)(x)
+    view = (sum_l2.reduce_l2 if square else sum_l2.reduce_sum)(x[:, ::-1], plan)
+    assert [job.kernel for job in chosen] == [small, small, sum_l2._rows_serial]
+    np.testing.assert_array_equal(per_call, bound)
+    op = "l2" if square else "sum"
+    assert_close(per_call, expected(x, (1,), op, keepdims=False))
+    assert_close(view, expected(x[:, ::-1], (1,), op, keepdims=False))
 
 
 @pytest.mark.parametrize("op", ["sum", "l2"])
@@ -461,14 +499,14 @@ def test_long_run_blocks_of_adjacent_rows(op: str, dtype: np.dtype) -> None:
     for m in (7, 8, 9):
         x = make((130, m, 520), dtype, 48 + m)
         canon = _common.canonical(x, (0, 2))
-        geo = sum_l2._geometry(canon.kept_sizes, canon.kept_strides, canon.red_sizes,
-                               canon.red_strides)
+        geo = sum_l2.packed(canon.kept_sizes, canon.kept_strides, canon.red_sizes,
+                             canon.red_strides)
         assert sum_l2._row_block(geo, m, 130 * 520, dtype.itemsize, 2) == m  # not 1
         assert_close(run(op, x, [0, 2]), expected(x, (0, 2), op))
     y = make((130, 7, 520), dtype, 49)[:, :, :519]  # rows not adjacent: the 64 KiB rule
     canon = _common.canonical(y, (0, 2))
-    geo = sum_l2._geometry(canon.kept_sizes, canon.kept_strides, canon.red_sizes,
-                           canon.red_strides)
+    geo = sum_l2.packed(canon.kept_sizes, canon.kept_strides, canon.red_sizes,
+                         canon.red_strides)
     assert sum_l2._row_block(geo, 7, 130 * 519, dtype.itemsize, 2) == 1
     assert_close(run(op, y, [0, 2]), expected(y, (0, 2), op))
 
@@ -788,6 +826,7 @@ def test_concurrent_calls_from_many_threads() -> None:
 def test_one_thread_gives_the_same_answers() -> None:
     x = make((300_000,), np.dtype(np.float64), 31)
     y = make((2000, 40), np.dtype(np.float32), 32)
+    _common.choose_threading_layer()  # the layer users get (numba's thread calls start one)
     before = numba.get_num_threads()
     numba.set_num_threads(1)
     try:

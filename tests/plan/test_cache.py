@@ -9,7 +9,7 @@ import pytest
 
 import onnx_reduce
 from onnx_reduce import functions
-from onnx_reduce.plan import layout
+from onnx_reduce.plan import geometry
 from onnx_reduce.plan.cache import BoundedCache
 
 
@@ -49,12 +49,14 @@ def test_many_shapes_keep_the_prepared_calls_and_layouts_bounded(monkeypatch) ->
     """A process meeting more shapes than the caches hold: they stay at their size, and the
     results stay right for old and new shapes alike."""
     monkeypatch.setattr(functions, "_PREPARED", BoundedCache(8))
-    monkeypatch.setattr(layout, "_MEMORY_ORDER", BoundedCache(8))
+    monkeypatch.setattr(geometry, "_MEMORY_ORDER", BoundedCache(8))
+    monkeypatch.setattr(geometry, "_PACKED", BoundedCache(8))
     for n in range(1, 40):
         x = np.arange(n * 3, dtype=np.float32).reshape(3, n)
         np.testing.assert_array_equal(onnx_reduce.reduce_sum(x, axes=[1], keepdims=False),
                                       x.sum(axis=1))
     assert len(functions._PREPARED) == 8
-    assert len(layout._MEMORY_ORDER) <= 8
+    assert len(geometry._MEMORY_ORDER) <= 8
+    assert len(geometry._PACKED) <= 8
     x = np.ones((3, 2), np.float32)
     np.testing.assert_array_equal(onnx_reduce.reduce_sum(x, axes=[1], keepdims=False), [2, 2, 2])

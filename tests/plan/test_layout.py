@@ -220,3 +220,17 @@ def test_canonical_layout_refuses_what_it_cannot_describe() -> None:
     assert canonical_layout(odd.view(np.int8), (0,)) is not None  # 1-byte items: fine
     wide = as_strided(np.zeros(16, np.float32), shape=(3,), strides=(6,))
     assert canonical_layout(wide, (0,)) is None  # stride not a multiple of the item size
+
+
+def test_same_layout_other_data_gets_its_own_base() -> None:
+    """The layout is worked out once per (shape, strides, axes, item size); each call's base
+    views its own array (flipped, strided and contiguous alike)."""
+    a = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    b = -a
+    for view_of in (lambda x: x, lambda x: x[::-1, :, ::2], lambda x: x.transpose(2, 0, 1)):
+        first, second = canonical_layout(view_of(a), (1,)), canonical_layout(view_of(b), (1,))
+        assert np.shares_memory(first.base, a)
+        assert np.shares_memory(second.base, b)
+        np.testing.assert_array_equal(second.base, -first.base)
+        assert first.kept_sizes == second.kept_sizes
+        assert first.red_strides == second.red_strides

@@ -44,7 +44,10 @@ def exp_sum_kernel() -> Any:
 def _compile() -> Any:
     from numba import njit, prange
 
+    from ..kernels.fast._common import choose_threading_layer
     from ..kernels.fast._exp import exp_nonpos_short
+
+    choose_threading_layer()  # before numba would pick its own at the first launch
 
     @njit(fastmath={"reassoc"}, cache=False)
     def exp_terms(base, start, count, m, passes):  # pragma: no cover - compiled

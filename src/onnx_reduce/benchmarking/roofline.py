@@ -34,6 +34,11 @@ def _numba_kernel() -> Any:
     if _kernel is None:
         from numba import njit, prange
 
+        from ..kernels.fast._common import choose_threading_layer
+
+        choose_threading_layer()  # the layer onnx-reduce's kernels run on (numba's own pick
+        # here is GNU OpenMP, whose spinning workers and torch's take the cores from each other)
+
         @njit(parallel=True, fastmath=True, cache=False)
         def chunked_sum(x, nchunks):  # pragma: no cover - compiled
             n = x.size

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -45,7 +44,6 @@ def run_suite(config: BenchConfig, progress: Progress | None = None) -> BenchRes
     """Benchmark every cell of ``config``; ``progress(done, total, label)`` after each cell."""
     started = time.perf_counter()
     machine = machine_description()
-    _choose_threading_layer()
     previous_threads = _set_numba_threads(config.threads)
     try:
         roofline = _measure_roofline(config)
@@ -260,24 +258,18 @@ def _kernel_used(case: Case, x: np.ndarray) -> str:
     return "fast"
 
 
-def _choose_threading_layer() -> None:
-    """Let onnx-reduce choose numba's threading layer, as it does for its users, before the
-    roofline kernel launches: numba fixes the layer at the first parallel launch, and its own
-    default pick here is GNU OpenMP, whose spinning workers and torch's OpenMP pool take the
-    two cores from each other."""
-    from ..functions import reduce_sum
-
-    with contextlib.suppress(Exception), kernel_path("fast"):
-        reduce_sum(np.zeros((2, 2), np.float32), [1], True)  # loads the compiled kernels
-
-
 def _set_numba_threads(threads: int | None) -> int | None:
+    """Set numba's thread count (which starts its threading layer: onnx-reduce's choice first,
+    as its users get it); the previous count."""
     if threads is None:
         return None
     try:
         import numba
+
+        from ..kernels.fast._common import choose_threading_layer
     except ImportError:  # pragma: no cover - numba is a dependency
         return None
+    choose_threading_layer()
     previous = numba.get_num_threads()
     numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
     return previous

@@ -1,6 +1,7 @@
 """Stage 2 of the pipeline: normalised axes, output shapes, canonical memory layouts."""
 
-from .layout import Canonical, Layout, canonical_layout, collapse, memory_order_geometry
+from .geometry import memory_order_geometry
+from .layout import Canonical, Layout, canonical_layout, collapse
 from .reduction import ReductionPlan, make_plan, output_shape
 from .shape_inference import UNKNOWN_AXES, infer_shape
 

@@ -6,9 +6,8 @@ remain (reduce everything, the inner run, the outer run, a middle run, or a gene
 
 * :func:`collapse` — the merge rule (byte strides, as they are);
 * :func:`canonical_layout` — what the compiled kernels walk: negative strides flipped, element
-  strides, kept and reduced dims each ordered outermost first, over a flat view of the memory;
-* :func:`memory_order_geometry` — a small C-contiguous reduction walked in memory order, packed
-  for the kernels' one-call paths.
+  strides, kept and reduced dims each ordered outermost first, over a flat view of the memory
+  (packed for them by :mod:`.geometry`).
 """
 
 from __future__ import annotations
@@ -124,28 +123,52 @@ def canonical_layout(data: np.ndarray, axes: tuple[int, ...]) -> Canonical | Non
     if data.size == 0:
         return None
     view = data if type(data) is np.ndarray else np.asarray(data)
-    flip_axes = [i for i, (n, s) in enumerate(zip(view.shape, view.strides, strict=True))
-                 if n > 1 and s < 0]
-    flipped_kept: list[int] = []
-    if flip_axes:
-        kept_axes = [i for i in range(view.ndim) if i not in axes]
-        flipped_kept = [kept_axes.index(i) for i in flip_axes if i not in axes]
-        view = view[tuple(slice(None, None, -1) if i in flip_axes else slice(None)
-                          for i in range(view.ndim))]
-    layout = collapse(view, axes)
-    item = view.dtype.itemsize
-    if any(s % item for s in layout.strides):
+    key = (view.shape, view.strides, axes, view.dtype.itemsize)
+    recipe = _RECIPES.get(key)
+    if recipe is None:
+        recipe = _RECIPES.put(key, _recipe(view, axes))
+    if recipe is False:
         return None
-    sizes = list(layout.sizes)
-    strides = [s // item for s in layout.strides]
-    reduced = list(layout.reduced)
-    if view.flags.c_contiguous or view.flags.f_contiguous:
+    flips, contiguous, span, fields = recipe
+    if flips is not None:
+        view = view[flips]
+    if contiguous:
         base = view.ravel(order="K")
         base.setflags(write=False)
     else:
-        span = 1 + sum((n - 1) * s for n, s in zip(sizes, strides, strict=True))
-        base = np.lib.stride_tricks.as_strided(view, shape=(span,), strides=(item,),
-                                               writeable=False)
+        base = np.lib.stride_tricks.as_strided(view, shape=(span,),
+                                               strides=(view.dtype.itemsize,), writeable=False)
+    return Canonical(base, 0, *fields)
+
+
+#: What canonical_layout works out from the shape, strides, axes and item size (False: not
+#: served), so that a call with the same layout only builds the base view.
+_RECIPES: BoundedCache[tuple, tuple | bool] = BoundedCache(256)
+
+
+def _recipe(view: np.ndarray, axes: tuple[int, ...]) -> tuple | bool:
+    """(flip slices or None, whether the flipped view is contiguous, its span in elements, the
+    :class:`Canonical` fields after ``base`` and ``offset``); False for strides that are not
+    a multiple of the item size."""
+    flip_axes = [i for i, (n, s) in enumerate(zip(view.shape, view.strides, strict=True))
+                 if n > 1 and s < 0]
+    flipped_kept: list[int] = []
+    flips = None
+    if flip_axes:
+        kept_axes = [i for i in range(view.ndim) if i not in axes]
+        flipped_kept = [kept_axes.index(i) for i in flip_axes if i not in axes]
+        flips = tuple(slice(None, None, -1) if i in flip_axes else slice(None)
+                      for i in range(view.ndim))
+        view = view[flips]
+    layout = collapse(view, axes)
+    item = view.dtype.itemsize
+    if any(s % item for s in layout.strides):
+        return False
+    sizes = list(layout.sizes)
+    strides = [s // item for s in layout.strides]
+    reduced = list(layout.reduced)
+    contiguous = view.flags.c_contiguous or view.flags.f_contiguous
+    span = 1 + sum((n - 1) * s for n, s in zip(sizes, strides, strict=True))
     collapsed_kept = tuple(n for n, r in zip(sizes, reduced, strict=True) if not r)
     if not any(reduced):
         sizes.append(1)
@@ -155,54 +178,14 @@ def canonical_layout(data: np.ndarray, axes: tuple[int, ...]) -> Canonical | Non
     kept = [i for i in order if not reduced[i]]
     red = [i for i in order if reduced[i]]
     kept_positions = [i for i in range(len(sizes)) if not reduced[i]]
-    return Canonical(
-        base=base,
-        offset=0,
-        kept_sizes=tuple(sizes[i] for i in kept),
-        kept_strides=tuple(strides[i] for i in kept),
-        red_sizes=tuple(sizes[i] for i in red),
-        red_strides=tuple(strides[i] for i in red),
-        inner_reduced=reduced[order[-1]],
-        kept_perm=tuple(kept_positions.index(i) for i in kept),
-        collapsed_kept=collapsed_kept,
-        flipped=tuple(flipped_kept),
+    fields = (
+        tuple(sizes[i] for i in kept),
+        tuple(strides[i] for i in kept),
+        tuple(sizes[i] for i in red),
+        tuple(strides[i] for i in red),
+        reduced[order[-1]],
+        tuple(kept_positions.index(i) for i in kept),
+        collapsed_kept,
+        tuple(flipped_kept),
     )
-
-
-_MEMORY_ORDER: BoundedCache[tuple, np.ndarray] = BoundedCache(256)
-
-
-def memory_order_geometry(shape: tuple[int, ...], axes: tuple[int, ...]) -> np.ndarray:
-    """The dims of a C-contiguous ``shape`` in C order, size-1 dims dropped and adjacent kept or
-    reduced dims merged, packed (read-only, cached) as ``m, sizes[m], reduced[m], ost[m]``:
-    ``reduced`` flags (0/1) and output strides (0 for reduced dims) of the merged dims.
-
-    >>> memory_order_geometry((8, 8, 16), (0, 2)).tolist()
-    [3, 8, 8, 16, 1, 0, 1, 0, 1, 0]
-    """
-    key = (shape, axes)
-    geo = _MEMORY_ORDER.get(key)
-    if geo is None:
-        sizes: list[int] = []
-        red: list[int] = []
-        for d, n in enumerate(shape):
-            r = int(d in axes)
-            if n == 1:
-                continue
-            if red and red[-1] == r:
-                sizes[-1] *= n
-            else:
-                sizes.append(n)
-                red.append(r)
-        if not sizes:
-            sizes, red = [1], [1]
-        ost = [0] * len(sizes)
-        step = 1
-        for d in range(len(sizes) - 1, -1, -1):
-            if not red[d]:
-                ost[d] = step
-                step *= sizes[d]
-        geo = np.array((len(sizes), *sizes, *red, *ost), np.int64)
-        geo.flags.writeable = False
-        _MEMORY_ORDER.put(key, geo)
-    return geo
+    return flips, contiguous, span, fields

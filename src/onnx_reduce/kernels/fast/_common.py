@@ -22,17 +22,20 @@ The API, kept small and stable (also used by :mod:`.log_sum_exp`):
   fork (any thread, any moment) takes it and numba's compiler lock and waits for TBB's workers
   to sleep (``hold_across_fork``, called by the package's fork hook; ``release_after_fork``,
   ``release_in_child``): a child never inherits a lock held by a thread it does not have, so
-  it never hangs and can launch kernels itself. On import, if
-  nobody chose a threading layer yet (no NUMBA_THREADING_LAYER, none launched), numba's
-  ``"forksafe"`` choice is made (TBB if installed, else workqueue; numba documents GNU OpenMP,
-  its default pick here, as unsafe in a forked child), after making pip's TBB loadable
-  (``tbb`` is a dependency on Linux x86-64: the workqueue layer costs ~0.35 ms per launch
-  here). ``num_threads()``: numba's thread count; ``threads_now()`` (njit-callable, in
-  ``parallel=True`` kernels) the same, without keeping the kernel from the disk cache.
-* ``memory_order_geometry(shape, axes)`` (from :mod:`onnx_reduce.plan.layout`) /
-  ``next_outer(idx, sizes, ost, last, o)`` (njit-callable): a small C-contiguous reduction as
-  the small-array kernels of both families walk it, in memory order: merged dims packed in an
-  int64 array, and an odometer over them.
+  it never hangs and can launch kernels itself. ``choose_threading_layer()``, called by the
+  first ``parallel_section()``: if nobody chose a threading layer yet (no
+  NUMBA_THREADING_LAYER, none launched), numba's ``"forksafe"`` choice is made (TBB if
+  installed, else workqueue; numba documents GNU OpenMP, its default pick here, as unsafe in
+  a forked child), after making pip's TBB loadable (``tbb`` is a dependency on Linux x86-64:
+  the workqueue layer costs ~0.35 ms per launch here). ``num_threads()``: numba's thread
+  count; ``threads_now()`` (njit-callable, in ``parallel=True`` kernels) the same, without
+  keeping the kernel from the disk cache.
+* the packed geometries of :mod:`onnx_reduce.plan.geometry` (``packed``, ``c_packed``,
+  ``memory_order_geometry``) and their accessors ``kept_dims``, ``reduced_dims``,
+  ``merged_dims`` (njit-callable too); ``next_outer(idx, sizes, ost, last, o)``
+  (njit-callable): an odometer over a memory-order geometry's outer dims.
+* ``neumaier(s, c, x)`` / ``two_sum(a, b)`` (njit-callable): compensated adds, for callers
+  compiled without fast-math (which would cancel the error terms).
 * ``prefetch(arr, index)`` (njit-callable): hint the cache line of ``arr[index]`` into L2
   (``llvm.prefetch``: no fault, no effect on results).
 * ``REASSOC``: the fastmath flags for vectorized reductions (reassociation only: full fastmath
@@ -52,7 +55,6 @@ import os
 import sys
 import threading
 import time
-from dataclasses import replace
 
 import numba
 import numpy as np
@@ -60,23 +62,37 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils, config
 from numba.core.compiler_lock import global_compiler_lock
-from numba.extending import intrinsic, overload
+from numba.extending import intrinsic, overload, register_jitable
 from numba.np.ufunc import parallel as _parallel
 
-from ...plan.layout import Canonical, canonical_layout, memory_order_geometry
+from ...plan.geometry import (
+    c_packed,
+    kept_dims,
+    memory_order_geometry,
+    merged_dims,
+    packed,
+    reduced_dims,
+)
+from ...plan.layout import Canonical, canonical_layout
 from ...spec.dtypes import bfloat16
 from ._exp import float32_to_half, half_to_float64
 
 __all__ = [
     "REASSOC",
     "Canonical",
+    "c_packed",
     "canonical",
     "is_float64",
+    "kept_dims",
     "memory_order_geometry",
+    "merged_dims",
+    "neumaier",
     "next_outer",
     "num_threads",
+    "packed",
     "parallel_section",
     "prefetch",
+    "reduced_dims",
     "storage_dtype",
     "storage_view",
     "store",
@@ -86,6 +102,10 @@ __all__ = [
 ]
 
 REASSOC = {"reassoc"}  # a set: numba rejects a frozenset
+
+# the geometries' accessors, callable in compiled code too (inlined: slices of the array)
+for _accessor in (kept_dims, reduced_dims, merged_dims):
+    register_jitable(inline="always")(_accessor)
 
 # ----------------------------------------------------------------------------- threading
 
@@ -119,18 +139,31 @@ def _load_pip_tbb() -> bool:
     return False
 
 
-if (
-    "NUMBA_THREADING_LAYER" not in os.environ
-    and config.THREADING_LAYER == "default"
-    and not _parallel._is_initialized
-):
-    _load_pip_tbb()
-    config.THREADING_LAYER = "forksafe"
-
 _lock = threading.RLock()
 _forking = threading.local()  # .held: this thread's fork holds the locks
 _TASKS = "/proc/self/task"
 _SETTLE_SECONDS = 1.0
+_layer_chosen = False
+# threads that are not TBB's: those alive before numba's threading layer started (set when the
+# layer is chosen; empty, i.e. every native thread a possible TBB worker, until then)
+_not_tbb: set[int] = set()
+
+
+def choose_threading_layer() -> None:
+    """Once per process, before the first parallel kernel compiles, loads or runs (the first
+    :func:`parallel_section` calls it): unless someone chose already (NUMBA_THREADING_LAYER,
+    numba's config, a parallel launch), numba's ``"forksafe"`` choice, with pip's TBB made
+    loadable; importing the kernels changes nothing in the process."""
+    global _layer_chosen, _not_tbb
+    with _lock:
+        if _layer_chosen:
+            return
+        if not _parallel._is_initialized:
+            _not_tbb = _task_ids()
+            if "NUMBA_THREADING_LAYER" not in os.environ and config.THREADING_LAYER == "default":
+                _load_pip_tbb()
+                config.THREADING_LAYER = "forksafe"
+        _layer_chosen = True
 
 
 def _task_ids() -> set[int]:
@@ -139,10 +172,6 @@ def _task_ids() -> set[int]:
         return {int(name) for name in os.listdir(_TASKS)}
     except OSError:
         return set()
-
-
-# threads that are not TBB's: those alive before numba's threading layer started
-_not_tbb = set() if _parallel._is_initialized else _task_ids()
 
 
 def _tbb_thread_ids() -> set[int]:
@@ -226,6 +255,8 @@ def parallel_section() -> threading.RLock:
     on a shared machine does not hold up a fixed half of the work). Handing iterations out
     one at a time instead (``numba.parallel_chunksize(1)``) measured ~7% slower from memory:
     each thread's reads no longer run in order."""
+    if not _layer_chosen:
+        choose_threading_layer()
     return _lock
 
 
@@ -454,9 +485,9 @@ def canonical(data: np.ndarray, axes: tuple[int, ...]) -> Canonical | None:
     if dtype not in _SERVED or not dtype.isnative or not data.flags.aligned:
         return None
     canon = canonical_layout(data, axes)
-    if canon is None or _STORAGE.get(dtype) is None:
-        return canon
-    return replace(canon, base=storage_view(canon.base))
+    if canon is not None and _STORAGE.get(dtype) is not None:
+        canon.base = storage_view(canon.base)  # a fresh object: set, not copied (~3 us less)
+    return canon
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -508,6 +539,18 @@ def flat_offset(index, sizes, strides, last):
         off += (index - q * n) * strides[d]
         index = q
     return off
+
+
+@njit(cache=True, nogil=True)
+def neumaier(s, c, x):
+    """Neumaier's compensated add: ``s + c`` gains ``x`` (the rounding error of ``s + x`` goes
+    into ``c``). No fast-math here: it would cancel the error term."""
+    t = s + x
+    if abs(s) >= abs(x):
+        c += (s - t) + x
+    else:
+        c += (x - t) + s
+    return t, c
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -43,7 +43,7 @@ array([8.00693147e+02, 4.24835426e-18])
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from numba import config, njit, prange, types
@@ -61,6 +61,8 @@ from ._common import (
     flat_offset,
     is_float64,
     memory_order_geometry,
+    merged_dims,
+    neumaier,
     next_outer,
     parallel_section,
     prefetch,
@@ -144,26 +146,25 @@ def reduce_log_sum_exp(data: np.ndarray, plan: ReductionPlan) -> np.ndarray | No
         job = _JOBS.get(key)
         if job is None:
             canon = canonical(data, plan.axes)
-            job = _JOBS.put(key, (canon is not None and _job(canon, dtype, plan)) or False)
+            job = _JOBS.put(key, (canon is not None and choose_job(canon, dtype, plan)) or False)
         if not job:
             return None
         base = storage_view(data).reshape(-1)
         restore = None
     else:
         canon = canonical(data, plan.axes)
-        job = None if canon is None else _job(canon, dtype, plan)
+        job = None if canon is None else choose_job(canon, dtype, plan)
         if job is None:
             return None
         base = canon.base
         restore = canon.restore
-    kernel, args, outputs = job
-    out = np.empty(outputs, storage_dtype(dtype))
+    out = np.empty(job.outputs, storage_dtype(dtype))
     bits = base.view(_BITS.get(dtype, base.dtype))
-    if kernel in _SERIAL:
-        kernel(base, bits, *args, out)
-    else:
+    if job.threaded:
         with parallel_section():
-            kernel(base, bits, *args, out)
+            job.kernel(base, bits, *job.args, out)
+    else:
+        job.kernel(base, bits, *job.args, out)
     result = out.view(dtype)
     if restore is not None:
         result = restore(result, plan.kept_shape)
@@ -188,8 +189,8 @@ def bind_log_sum_exp(dtype: np.dtype, plan: ReductionPlan) -> Bound | None:
     arrays (:func:`onnx_reduce.kernels.dispatch.bind`); None when this lane does not serve the
     case. Rows and narrow columns take :func:`_small_rows` / :func:`_small_columns` (two passes
     in memory order, no per-row or per-item setup; the same arithmetic as the general kernels,
-    not always the same last bit); wide columns the column kernel :func:`reduce_log_sum_exp`
-    would pick."""
+    not always the same last bit); wide columns the serial column kernel (:func:`choose_job`
+    picks for both paths)."""
     size = math.prod(plan.shape)
     if dtype not in _SERVED or size >= PARALLEL_MIN or size == 0:
         return None
@@ -199,17 +200,11 @@ def bind_log_sum_exp(dtype: np.dtype, plan: ReductionPlan) -> Bound | None:
     # Results at or under the limit may need exact recomputation: the general path does it
     # (the margin covers the rounding to the output dtype).
     limit = threshold(dtype, fast_bound(dtype, plan.reduced_size)) * (1 + 2.0**-7)
-    geo = memory_order_geometry(plan.shape, plan.axes)
-    if geo[2 * geo[0]]:  # the innermost (merged) dim is reduced: whole rows, in memory order
-        kernel, args = _small_rows, (geo,)
-    elif geo[geo[0]] <= SMALL_COLUMNS_MAX_WIDTH:  # a narrow kept innermost run
-        kernel, args = _small_columns, (geo,)
-    else:  # the column kernel the general path would pick (serial at these sizes)
-        canon = canonical(np.empty(plan.shape, dtype), plan.axes)
-        job = None if canon is None else _job(canon, dtype, plan)
-        if job is None:
-            return None
-        kernel, args, _ = job
+    canon = canonical(np.empty(plan.shape, dtype), plan.axes)
+    job = None if canon is None else choose_job(canon, dtype, plan, small=True)
+    if job is None:
+        return None
+    kernel, args = job.kernel, job.args
 
     # ravel(), not reshape(-1): a view either way for C-contiguous arrays, ~70 ns less here
     if storage == dtype:
@@ -229,11 +224,31 @@ def bind_log_sum_exp(dtype: np.dtype, plan: ReductionPlan) -> Bound | None:
     return run
 
 
-def _job(canon: Canonical, dtype: np.dtype, plan: ReductionPlan) -> tuple | None:
-    """(kernel, arguments after the two input views, output count); None if not served."""
+class Job(NamedTuple):
+    """A kernel chosen by :func:`choose_job`, called as ``kernel(base, bits, *args, out)``."""
+
+    kernel: Any
+    args: tuple
+    outputs: int
+    threaded: bool  # a parallel kernel: launched under parallel_section()
+
+
+def choose_job(canon: Canonical, dtype: np.dtype, plan: ReductionPlan, small: bool = False
+               ) -> Job | None:
+    """The kernel for the canonical layout ``canon`` of a ``dtype`` input as ``plan`` says;
+    None if not served. ``small``: a C-contiguous input under PARALLEL_MIN elements, whose
+    rows and narrow columns take the one-call kernels (:func:`_small_rows`,
+    :func:`_small_columns`, walking :func:`._common.memory_order_geometry`)."""
     kept = canon.kept_sizes
     outputs = math.prod(kept)
     parallel = math.prod(plan.shape) >= PARALLEL_MIN
+    if small and not parallel:
+        geo = memory_order_geometry(plan.shape, plan.axes)
+        sizes, reduced, _ = merged_dims(geo)
+        if reduced[-1]:  # the innermost (merged) dim is reduced: whole rows, in memory order
+            return Job(_small_rows, (geo,), outputs, False)
+        if sizes[-1] <= SMALL_COLUMNS_MAX_WIDTH:  # a narrow kept innermost run
+            return Job(_small_columns, (geo,), outputs, False)
     if canon.inner_reduced:
         red, red_st = canon.red_sizes, canon.red_strides
         step = red_st[-1] if red[-1] > 1 else 1
@@ -245,8 +260,8 @@ def _job(canon: Canonical, dtype: np.dtype, plan: ReductionPlan) -> tuple | None
                 _ints(red_st[:-1]), red[-1], step, block)
         if pieces > 1:
             split = _rows_split if dtype == np.float64 else _rows_online_split
-            return split, (*args, pieces), outputs
-        return (_rows_parallel if parallel else _rows_serial), args, outputs
+            return Job(split, (*args, pieces), outputs, True)
+        return Job(_rows_parallel if parallel else _rows_serial, args, outputs, parallel)
     cstep = canon.kept_strides[-1] if kept[-1] > 1 else 1
     if cstep == 0:  # broadcast (stride-0) outputs: not served
         return None
@@ -256,8 +271,8 @@ def _job(canon: Canonical, dtype: np.dtype, plan: ReductionPlan) -> tuple | None
     args = (canon.offset, _ints(kept[:-1]), _ints(canon.kept_strides[:-1]), kept[-1], cstep,
             _ints(canon.red_sizes), _ints(canon.red_strides), width)
     if pieces > 1:
-        return _columns_split, (*args, pieces), outputs
-    return (_columns_parallel if parallel else _columns_serial), args, outputs
+        return Job(_columns_split, (*args, pieces), outputs, True)
+    return Job(_columns_parallel if parallel else _columns_serial, args, outputs, parallel)
 
 
 def _column_width(kept: tuple[int, ...], itemsize: int, parallel: bool) -> int:
@@ -309,6 +324,7 @@ def _wide(v):  # pragma: no cover - njit only
 
 @overload(_wide, inline="always")
 def _wide_impl(v):
+    """A tuple of dims as the int64 array the kernels take (one shared empty array for none)."""
     if v == types.uint16:
         return lambda v: half_to_float64(v)
     return lambda v: widen(v)
@@ -383,11 +399,15 @@ def _from_key_impl(bits, key, magnitude):
 
 @njit(cache=True)
 def _term_long(d):
+    """float64 inputs' ``exp(d)``, ``d <= 0``, by the half-ulp polynomial; ``d`` under -746
+    (where it is 0) and NaN clamped to -746 (a NaN's term is never used)."""
     return exp_nonpos(d if d > -746.0 else -746.0)  # NaN -> -746 (its term is not used)
 
 
 @njit(cache=True)
 def _term_short(d):
+    """Narrower inputs' ``exp(d)``, ``d <= 0``, by the 2**-37 polynomial; ``d`` clamped at -700
+    (far below what a float32 sum can see)."""
     return exp_nonpos_short(d if d > -700.0 else -700.0)
 
 
@@ -408,17 +428,6 @@ _KEY_FLOOR = -(1 << 63)
 def _offset(flat, sizes, strides):
     """Element offset of C-order index ``flat`` over all of ``sizes``."""
     return flat_offset(flat, sizes, strides, sizes.size)
-
-
-@njit(cache=True)
-def _add(hi, lo, v):
-    """Neumaier's compensated ``hi + lo + v`` (no fast-math: the error term must survive)."""
-    t = hi + v
-    if abs(hi) >= abs(v):
-        lo += (hi - t) + v
-    else:
-        lo += (v - t) + hi
-    return t, lo
 
 
 @njit(cache=True, inline="always")
@@ -451,6 +460,7 @@ def _log_step(m, start, s, err):
 
 @njit(cache=True, inline="always")
 def _two_prod(a, b):
+    """``a * b`` and its rounding error (Dekker's product by splitting: no FMA needed)."""
     p = a * b
     c = 134217729.0 * a
     ah = c - (c - a)
@@ -506,11 +516,13 @@ def _term_parts(x, m):
 
 @njit(cache=True)
 def _keys_contiguous(bits, start, count, key, mag):
+    """Running (key, magnitude) maxima (:func:`_keys_of`) over ``count`` contiguous elements."""
     return _keys_of(bits[start:start + count], key, mag)
 
 
 @njit(cache=True)
 def _keys_strided(bits, start, count, step, key, mag):
+    """Running (key, magnitude) maxima (:func:`_keys_of`) over ``count`` elements ``step`` apart."""
     return _keys_of(bits[start:start + (count - 1) * step + 1:step], key, mag)
 
 
@@ -528,6 +540,8 @@ def _keys_runs(bits, start, runs, pitch, n, step, key, mag):
 
 @njit(cache=True, inline="always")
 def _keys_of(seg, key, mag):
+    """``key`` and ``mag`` raised to the largest order-preserving key and magnitude bits in
+    ``seg`` (integer maxima: they vectorize; the magnitude tells whether a NaN is there)."""
     for i in range(seg.size):  # indices from range(n): no negative-index wraparound
         key = max(key, _key(seg, i))
         mag = max(mag, _magnitude(seg, i))
@@ -543,6 +557,7 @@ def _terms_contiguous(base, start, count, m):
 
 @njit(cache=True, fastmath=REASSOC)
 def _terms_strided(base, start, count, step, m):
+    """:func:`_add_terms` over ``count`` elements ``step`` apart."""
     return _add_terms(base[start:start + (count - 1) * step + 1:step], m)
 
 
@@ -566,6 +581,9 @@ def _terms_runs(base, start, runs, pitch, n, step, m):
 
 @njit(cache=True, fastmath=REASSOC, inline="always")
 def _add_terms(seg, m):
+    """(sum of terms, float64 rest, ties) of ``seg`` against the shift ``m``: ``exp(x - m)`` for
+    ``x < m`` (float64: split by :func:`_term_parts`, the rest kept apart), and the count of
+    ``x == m`` (the ties add exactly 1 each, apart, so a tiny result keeps its digits)."""
     tail = 0.0
     rest = 0.0
     ties = 0.0
@@ -618,16 +636,21 @@ def _guess_runs(base, start, runs, pitch, n, step, m):
 
 @njit(cache=True, fastmath=REASSOC)
 def _guess_contiguous(base, start, count, m):
+    """:func:`_guess_sum` over ``count`` contiguous elements."""
     return _guess_sum(base[start:start + count], m)
 
 
 @njit(cache=True, fastmath=REASSOC)
 def _guess_strided(base, start, count, step, m):
+    """:func:`_guess_sum` over ``count`` elements ``step`` apart."""
     return _guess_sum(base[start:start + (count - 1) * step + 1:step], m)
 
 
 @njit(cache=True, fastmath=REASSOC, inline="always")
 def _guess_sum(seg, m):
+    """The sum of ``exp(x - m)`` over ``seg`` for a guessed shift ``m``: no compare, no tie
+    count (:func:`_term_open` clamps what the guess did not bound; the caller checks the
+    result)."""
     total = 0.0
     for i in range(seg.size):
         total += _term_open(_wide(seg[i]) - m)
@@ -658,7 +681,7 @@ def _guess_range(base, bits, off, rs, rst, n, step, a, b, block):
             t = _guess_runs(base, start, runs, rst[rs.size - 1], n, step, m)
             if not t <= _BLOCK_CAP:
                 return np.nan, 0.0, 0.0
-            hi, lo = _add(hi, lo, t)
+            hi, lo = neumaier(hi, lo, t)
             pos += runs * n
             continue
         done = 0
@@ -675,7 +698,7 @@ def _guess_range(base, bits, off, rs, rst, n, step, a, b, block):
                 t = _guess_strided(base, start + done * step, c, step, m)
             if not t <= _BLOCK_CAP:  # NaN, or an element above m + MARGIN
                 return np.nan, 0.0, 0.0
-            hi, lo = _add(hi, lo, t)
+            hi, lo = neumaier(hi, lo, t)
             done += c
         pos += count
     return m, hi, lo
@@ -734,7 +757,7 @@ def _row_sums(base, off, rs, rst, n, step, a, b, m, block):
         runs = _whole_runs(rs, n, run, first, b - pos, block)
         if runs > 1:
             t, rest, k = _terms_runs(base, start, runs, rst[rs.size - 1], n, step, m)
-            hi, lo = _add(hi, lo, t)
+            hi, lo = neumaier(hi, lo, t)
             lo += rest
             ties += k
             pos += runs * n
@@ -746,7 +769,7 @@ def _row_sums(base, off, rs, rst, n, step, a, b, m, block):
                 t, rest, k = _terms_contiguous(base, start + done, c, m)
             else:
                 t, rest, k = _terms_strided(base, start + done * step, c, step, m)
-            hi, lo = _add(hi, lo, t)
+            hi, lo = neumaier(hi, lo, t)
             lo += rest
             ties += k
             done += c
@@ -756,6 +779,9 @@ def _row_sums(base, off, rs, rst, n, step, a, b, m, block):
 
 @njit(cache=True)
 def _row(base, bits, offset, ks, kst, rs, rst, n, step, block, t):
+    """ReduceLogSumExp of output ``t`` of the row kernels: narrow floats by the guessed shift
+    (:func:`_row_guess`), else read once in chunks (:func:`_row_online`); float64 a maximum
+    pass, then a terms pass."""
     off = offset + _offset(t, ks, kst)
     total = n
     for d in range(rs.size):
@@ -778,6 +804,7 @@ def _row(base, bits, offset, ks, kst, rs, rst, n, step, block, t):
 
 @njit(cache=True)
 def _is_nan(bits, mag):
+    """Whether the largest magnitude bits ``mag`` are a NaN's."""
     return math.isnan(_from_key(bits, 0, mag))
 
 
@@ -808,7 +835,7 @@ def _row_online(base, bits, off, rs, rst, n, step, a, b, block):
             m = c
         if abs(m) < np.inf:
             h, low, k = _row_sums(base, off, rs, rst, n, step, pos, end, m, block)
-            hi, lo = _add(hi, lo, h)
+            hi, lo = neumaier(hi, lo, h)
             lo += low
             ties += k
         pos = end
@@ -829,6 +856,8 @@ def _prefetch_row(bits, offset, ks, kst, rs, n, step, t, outputs):
 
 @njit(cache=True, parallel=True)
 def _rows_parallel(base, bits, offset, ks, kst, rs, rst, n, step, block, out):
+    """The row kernel, outputs shared out across threads (``prange``), each output's next row
+    prefetched."""
     for i in prange(out.size):
         t = np.int64(i)  # prange indices may be unsigned; int64 + uint64 is float64 in numba
         _prefetch_row(bits, offset, ks, kst, rs, n, step, t + 1, out.size)
@@ -837,6 +866,7 @@ def _rows_parallel(base, bits, offset, ks, kst, rs, rst, n, step, block, out):
 
 @njit(cache=True)
 def _rows_serial(base, bits, offset, ks, kst, rs, rst, n, step, block, out):
+    """The row kernel on the calling thread."""
     for t in range(out.size):
         _prefetch_row(bits, offset, ks, kst, rs, n, step, t + 1, out.size)
         store(out, t, _row(base, bits, offset, ks, kst, rs, rst, n, step, block, t))
@@ -885,7 +915,7 @@ def _rows_split(base, bits, offset, ks, kst, rs, rst, n, step, block, pieces, ou
         lo = 0.0
         k = 0.0
         for task in range(t * pieces, (t + 1) * pieces):
-            hi, lo = _add(hi, lo, his[task])
+            hi, lo = neumaier(hi, lo, his[task])
             lo += los[task]
             k += ties[task]
         store(out, t, _finish(base, peaks[t], hi, lo, k))
@@ -928,7 +958,7 @@ def _rows_online_split(base, bits, offset, ks, kst, rs, rst, n, step, block, pie
         hi = 0.0
         lo = 0.0
         for task in range(first, first + pieces):
-            hi, lo = _add(hi, lo, sums[task] * math.exp(guesses[task] - m))
+            hi, lo = neumaier(hi, lo, sums[task] * math.exp(guesses[task] - m))
         r = _finish(base, m, hi, lo, 0.0)
         if not abs(r) >= GUARD:
             served = False
@@ -965,12 +995,12 @@ def _rows_online_split(base, bits, offset, ks, kst, rs, rst, n, step, block, pie
         if abs(m) < np.inf:
             for task in range(first, first + pieces):
                 if peaks[task] == m:
-                    hi, lo = _add(hi, lo, his[task])
+                    hi, lo = neumaier(hi, lo, his[task])
                     lo += los[task]
                     k += ties[task]
                 elif peaks[task] > -np.inf:
                     scaled = (his[task] + los[task] + ties[task]) * math.exp(peaks[task] - m)
-                    hi, lo = _add(hi, lo, scaled)
+                    hi, lo = neumaier(hi, lo, scaled)
         store(out, t, _finish(base, m, hi, lo, k))
 
 
@@ -979,6 +1009,8 @@ def _rows_online_split(base, bits, offset, ks, kst, rs, rst, n, step, block, pie
 
 @njit(cache=True)
 def _column_keys(bits, start, width, step, keys, mags):
+    """Raise ``width`` adjacent outputs' key and magnitude maxima by one row slice (``step``:
+    the outputs' stride)."""
     if step == 1:
         seg = bits[start:start + width]
         for j in range(width):
@@ -993,6 +1025,7 @@ def _column_keys(bits, start, width, step, keys, mags):
 
 @njit(cache=True)
 def _column_terms(base, start, width, step, peaks, his, los, ties):
+    """Add one row slice's terms into ``width`` adjacent outputs (:func:`_column_add`)."""
     if step == 1:
         _column_add(base[start:start + width], peaks, his, los, ties)
     else:
@@ -1104,6 +1137,7 @@ def _four_strided(arr, start, pitch, width, step):
 
 @njit(cache=True)
 def _column_keys4(bits, start, pitch, width, step, keys, mags):
+    """:func:`_column_keys` for four row slices ``pitch`` apart at once."""
     if step == 1:
         _keys4(*_four(bits, start, pitch, width), keys, mags)
     else:
@@ -1112,6 +1146,7 @@ def _column_keys4(bits, start, pitch, width, step, keys, mags):
 
 @njit(cache=True)
 def _keys4(s0, s1, s2, s3, keys, mags):
+    """Raise each output's key and magnitude maxima by its elements of four row slices."""
     for j in range(keys.size):
         k = max(max(_key(s0, j), _key(s1, j)), max(_key(s2, j), _key(s3, j)))
         keys[j] = max(keys[j], k)
@@ -1122,6 +1157,7 @@ def _keys4(s0, s1, s2, s3, keys, mags):
 
 @njit(cache=True)
 def _column_terms4(base, start, pitch, width, step, peaks, his, los, ties):
+    """:func:`_column_terms` for four row slices ``pitch`` apart at once (:func:`_add4`)."""
     if step == 1:
         _add4(*_four(base, start, pitch, width), peaks, his, los, ties)
     else:
@@ -1130,6 +1166,8 @@ def _column_terms4(base, start, pitch, width, step, peaks, his, los, ties):
 
 @njit(cache=True, inline="always")
 def _neumaier(hi, lo, v):
+    """Neumaier's add for non-negative terms (no ``abs``: a select the loops vectorize, unlike
+    :func:`._common.neumaier`'s branches)."""
     t = hi + v
     return t, lo + ((hi - t) + v if hi >= v else (v - t) + hi)
 
@@ -1177,6 +1215,8 @@ def _add4(s0, s1, s2, s3, peaks, his, los, ties):
 
 @njit(cache=True)
 def _column_guess(base, start, width, step, peaks, his):
+    """Add one row slice's terms against the guessed shifts ``peaks`` into ``his`` (no compare,
+    no tie count: :func:`_guess_add`)."""
     if step == 1:
         _guess_add(base[start:start + width], peaks, his)
     else:
@@ -1185,12 +1225,14 @@ def _column_guess(base, start, width, step, peaks, his):
 
 @njit(cache=True)
 def _guess_add(seg, peaks, his):
+    """``his[j] += exp(x_j - peaks[j])`` over a row slice (:func:`_term_open`)."""
     for j in range(seg.size):
         his[j] += _term_open(_wide(seg[j]) - peaks[j])
 
 
 @njit(cache=True)
 def _column_guess4(base, start, pitch, width, step, peaks, his):
+    """:func:`_column_guess` for four row slices ``pitch`` apart at once."""
     if step == 1:
         _guess_add4(*_four(base, start, pitch, width), peaks, his)
     else:
@@ -1297,6 +1339,7 @@ def _column_guess_pass(base, bits, off, width, step, rs, rst, total, keys, mags,
 
 @njit(cache=True, parallel=True)
 def _columns_parallel(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, out):
+    """The column kernel, work items of ``width`` adjacent outputs shared out across threads."""
     blocks = (cols + width - 1) // width
     for i in prange(out.size // cols * blocks):
         item = np.int64(i)
@@ -1305,6 +1348,8 @@ def _columns_parallel(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, 
 
 @njit(cache=True)
 def _columns_serial(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, out):
+    """The column kernel on the calling thread; returns the smallest result (the bound path
+    compares it with the limit under which results are recomputed exactly)."""
     blocks = (cols + width - 1) // width
     least = np.inf
     for item in range(out.size // cols * blocks):
@@ -1351,13 +1396,10 @@ def _columns_split(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, pie
         lo = 0.0
         k = 0.0
         for p in range(pieces):
-            hi, lo = _add(hi, lo, his[p, t])
+            hi, lo = neumaier(hi, lo, his[p, t])
             lo += los[p, t]
             k += ties[p, t]
         store(out, t, _finish(base, peaks[t], hi, lo, k))
-
-
-_SERIAL = (_rows_serial, _columns_serial)
 
 
 # ----------------------------------------------------------------------------- small arrays
@@ -1370,9 +1412,8 @@ def _small_rows(base, bits, geo, out):
     maximum (integer keys), then its terms and ties, row by row. No per-row setup beyond an
     odometer step: short rows (8x128, 8x8x16) cost little more than their data.
     """
-    m = geo[0]
-    sizes = geo[1:1 + m]
-    ost = geo[1 + 2 * m:1 + 3 * m]
+    sizes, _, ost = merged_dims(geo)
+    m = sizes.size
     n_in = sizes[m - 1]
     n_out = out.size
     keys = np.full(n_out, _KEY_FLOOR)
@@ -1397,7 +1438,7 @@ def _small_rows(base, bits, geo, out):
             for b in range(0, n_in, block):
                 tail, rest, k = _terms_contiguous(base, start + b, min(block, n_in - b),
                                                   peaks[o])
-                his[o], los[o] = _add(his[o], los[o], tail)
+                his[o], los[o] = neumaier(his[o], los[o], tail)
                 los[o] += rest
                 ties[o] += k
         if first:
@@ -1417,9 +1458,8 @@ def _small_columns(base, bits, geo, out):
     Its setup and final loop repeat :func:`_small_rows`' on purpose: one kernel for both, or
     helpers for those parts, measured 5-15% slower on 8x128 and 8x8x16.
     """
-    m = geo[0]
-    sizes = geo[1:1 + m]
-    ost = geo[1 + 2 * m:1 + 3 * m]
+    sizes, _, ost = merged_dims(geo)
+    m = sizes.size
     n_in = sizes[m - 1]
     n_out = out.size
     keys = np.full(n_out, _KEY_FLOOR)

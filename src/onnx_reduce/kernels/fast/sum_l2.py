@@ -1,8 +1,8 @@
 """Compiled ReduceSum and ReduceL2 (numba), for every layout, without copying the input.
 
 Any reduction is first put in canonical form (:func:`._common.canonical`; for a C-contiguous
-input, :func:`_c_geometry`): kept and reduced dims with non-negative element strides, outermost
-first. Two kernels then cover every layout:
+input, :func:`._common.c_packed`): kept and reduced dims with non-negative element strides,
+outermost first. Two kernels then cover every layout:
 
 * rows (the innermost dim is reduced: inner, all, non-adjacent axes): each output sums whole
   rows, contiguous rows vectorized a 1 KiB block at a time with a software prefetch of the
@@ -51,7 +51,7 @@ array(5.e-200)
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from llvmlite import ir
@@ -59,16 +59,21 @@ from numba import njit, prange, types
 from numba.extending import intrinsic, overload
 
 from ...plan import ReductionPlan
-from ...plan.cache import BoundedCache
 from ...spec.dtypes import is_float
 from ._common import (
     REASSOC,
+    c_packed,
     canonical,
     is_float64,
+    kept_dims,
     memory_order_geometry,
+    merged_dims,
+    neumaier,
     next_outer,
+    packed,
     parallel_section,
     prefetch,
+    reduced_dims,
     storage_dtype,
     store,
     threads_now,
@@ -132,7 +137,6 @@ _ACCUMULATOR = {
 _STORAGE = {dtype: storage_dtype(dtype) for dtype in _ACCUMULATOR} | {
     np.dtype(np.int32): np.dtype(np.uint32), np.dtype(np.int64): np.dtype(np.uint64)}
 _EMPTY = {acc: np.empty(0, acc) for acc in set(_ACCUMULATOR.values())}
-_GEOMETRIES: BoundedCache[tuple, np.ndarray] = BoundedCache(256)
 _SCRATCH: dict[np.dtype, np.ndarray] = {}
 _TINY_L2 = 2.0**-450  # a float64 L2 below this may have lost its low squares to underflow
 #: Row sums: reassociation, and fused multiply-adds for squares (a float16/bfloat16/float32
@@ -160,16 +164,14 @@ def reduce_l2(data: np.ndarray, plan: ReductionPlan) -> np.ndarray | None:
 def bind_sum(dtype: np.dtype, plan: ReductionPlan) -> Bound | None:
     """ReduceSum bound to ``dtype`` and ``plan`` for C-contiguous, aligned, writeable arrays
     (:func:`onnx_reduce.kernels.dispatch.bind`): the layout is worked out once, so a call only
-    allocates the output and runs one compiled kernel (small arrays: :func:`_small_nd`; from
-    ``PARALLEL_MIN`` elements on, the threaded kernel :func:`reduce_sum` picks, the same bits).
-    None when this lane does not serve the case (dtypes not served, empty arrays)."""
+    allocates the output and runs the job :func:`choose_job` picked for it, as
+    :func:`reduce_sum` does (the same bits). None when this lane does not serve the case
+    (dtypes not served, empty arrays)."""
     return _bind(dtype, plan, False)
 
 
 def bind_l2(dtype: np.dtype, plan: ReductionPlan) -> Bound | None:
-    """ReduceL2 as :func:`bind_sum` binds ReduceSum (not integers: the reference is exact). The
-    bound function returns None when a small float64 output overflowed or may have lost bits
-    to underflow; the general path then redoes the call, scaled."""
+    """ReduceL2 as :func:`bind_sum` binds ReduceSum (not integers: the reference is exact)."""
     return _bind(dtype, plan, True)
 
 
@@ -185,42 +187,40 @@ def _bind(dtype: np.dtype, plan: ReductionPlan, square: bool, wide: bool = False
     size = math.prod(plan.shape)
     if dtype not in _ACCUMULATOR or size == 0 or (square and dtype.kind in "iu"):
         return None
+    geo, inner = c_packed(plan.shape, plan.axes)
     small_geo = memory_order_geometry(plan.shape, plan.axes)
-    geo, inner = _c_geometry(plan.shape, plan.axes)
-    small = _small_l2 if square else _small_sum
+    job = choose_job(dtype, square, size, size // plan.reduced_size, geo, inner, small_geo)
     storage = _STORAGE[dtype]
     acc = _ACCUMULATOR[dtype]
     shape = plan.output_shape
-    kernel, most, need = _threaded(geo, inner, size, size // plan.reduced_size, dtype)
     same = storage == dtype
     result = acc if wide else storage  # what the kernels store
     ours = same or wide  # the stored array is the result (no view to the dtype)
-
-    def threaded(data: np.ndarray) -> np.ndarray:
-        # everything known in advance: with cold caches each Python step costs ~10-20 us
-        base = (data if same else data.view(storage)).ravel()
-        base.setflags(write=False)  # the general path's compiled variant (cheaper than .flags)
-        out = np.empty(shape, result)
-        _launch(kernel, base, geo, square, out.ravel(), most, need, acc)
-        return out if ours else out.view(dtype)
+    # everything known in advance: with cold caches each Python step costs ~10-20 us
+    if job.threaded:
+        def run(data: np.ndarray) -> np.ndarray:
+            base = (data if same else data.view(storage)).ravel()
+            base.setflags(write=False)  # the general path's compiled variant (cheaper than .flags)
+            out = np.empty(shape, result)
+            run_job(job, base, out.ravel(), acc)
+            return out if ours else out.view(dtype)
+        return run
+    kernel = job.kernel
 
     # ravel(), not reshape(-1): a view either way for C-contiguous arrays, ~70 ns less here
     if same:
-        def run(data: np.ndarray) -> np.ndarray | None:
-            if size >= PARALLEL_MIN:
-                return threaded(data)
+        def run_small(data: np.ndarray) -> np.ndarray:
             out = np.empty(shape, result)
-            if small(data.ravel(), small_geo, out.ravel()):
-                return None
+            base = data.ravel()
+            if kernel(base, small_geo, out.ravel()):
+                _redo_l2(base, geo, out.ravel())
             return out
-    else:
-        def run(data: np.ndarray) -> np.ndarray | None:
-            if size >= PARALLEL_MIN:
-                return threaded(data)
+    else:  # float16, bfloat16, integers: no float64 L2 to redo
+        def run_small(data: np.ndarray) -> np.ndarray:
             out = np.empty(shape, result)
-            small(data.view(storage).ravel(), small_geo, out.ravel())
+            kernel(data.view(storage).ravel(), small_geo, out.ravel())
             return out if ours else out.view(dtype)
-    return run
+    return run_small
 
 
 # ----------------------------------------------------------------------------- driver
@@ -245,89 +245,80 @@ def _reduce(data: np.ndarray, plan: ReductionPlan, square: bool, wide: bool = Fa
     size = data.size
     if size == 0:
         return np.empty(plan.output_shape, result)
-    axes = plan.axes
     n_out = size // n_red
-    stored = acc if wide else _STORAGE[dtype]
+    out = np.empty(n_out, acc if wide else _STORAGE[dtype])
     if type(data) is np.ndarray and data.flags.c_contiguous and dtype.isnative:
         base = data.view(_STORAGE[dtype]).ravel()
         base.setflags(write=False)  # one compiled variant for writable and read-only inputs
-        out = np.empty(n_out, stored)
-        if size >= PARALLEL_MIN:  # canonical form: the C-order merged dims
-            geo, inner = _c_geometry(data.shape, axes)
-            _run(base, geo, inner, size, square, acc, out)
-            return out.view(result).reshape(plan.output_shape)
-        small = _small_l2 if square else _small_sum
-        if not small(base, memory_order_geometry(data.shape, axes), out):  # any axes, one call
-            return out.view(result).reshape(plan.output_shape)
-        # else: a float64 L2 to redo, scaled (below)
-    canon = canonical(data, axes)
+        geo, inner = c_packed(data.shape, plan.axes)  # the canonical form, from C order
+        small_geo = memory_order_geometry(data.shape, plan.axes)
+        run_job(choose_job(dtype, square, size, n_out, geo, inner, small_geo), base, out, acc)
+        return out.view(result).reshape(plan.output_shape)
+    canon = canonical(data, plan.axes)
     if canon is None:
         return None
-    geo = _geometry(canon.kept_sizes, canon.kept_strides, canon.red_sizes, canon.red_strides)
-    out = np.empty(n_out, stored)
+    geo = packed(canon.kept_sizes, canon.kept_strides, canon.red_sizes, canon.red_strides)
     base = canon.base[canon.offset:].view(_STORAGE[dtype])
-    _run(base, geo, canon.inner_reduced, size, square, acc, out)
+    run_job(choose_job(dtype, square, size, n_out, geo, canon.inner_reduced), base, out, acc)
     restored = canon.restore(out.view(result), plan.kept_shape)
     return np.ascontiguousarray(restored).reshape(plan.output_shape)
 
 
-def _geometry(ksz: tuple, kst: tuple, rsz: tuple, rst: tuple) -> np.ndarray:
-    """The dims packed for the kernels: nk, nr, kept sizes, kept strides, red sizes, strides."""
-    key = (ksz, kst, rsz, rst)
-    geo = _GEOMETRIES.get(key)
-    if geo is None:
-        geo = np.array((len(ksz), len(rsz), *ksz, *kst, *rsz, *rst), np.int64)
-        geo.flags.writeable = False
-        _GEOMETRIES.put(key, geo)
-    return geo
+class Job(NamedTuple):
+    """A kernel chosen by :func:`choose_job`, called as ``kernel(base, *args, out)`` (threaded:
+    ``kernel(base, *args, out, scratch, most)``); it returns whether float64 L2 outputs are
+    left to redo, scaled, on ``geo`` (:func:`run_job` does)."""
+
+    kernel: Any
+    args: tuple  # (memory-order geometry,) for the small kernels; else (geo, square[, empty])
+    geo: np.ndarray  # the canonical geometry of the reduction
+    threaded: bool  # a parallel kernel: launched under parallel_section(), with scratch
+    most: int = 1  # most pieces per output (threaded kernels)
+    need: int = 0  # scratch elements (threaded kernels)
 
 
-def _c_geometry(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[np.ndarray, bool]:
-    """The packed dims (:func:`_geometry`) of reducing ``axes`` of a C-contiguous array of
-    ``shape``, and whether its innermost dim is reduced: the merged dims of
-    :func:`memory_order_geometry`, which in C order are the canonical form
-    (:func:`._common.canonical` gives the same for such an array, with more work per call).
+def choose_job(dtype: np.dtype, square: bool, size: int, n_out: int, geo: np.ndarray,
+               inner: bool, small_geo: np.ndarray | None = None) -> Job:
+    """The kernel for ``size`` elements of ``dtype`` into ``n_out`` outputs, the canonical
+    geometry ``geo`` (``inner``: its innermost dim is reduced); ``small_geo``: a C-contiguous
+    input's memory-order geometry. Under PARALLEL_MIN elements one thread: the one-call small
+    kernels for C-contiguous inputs, else the row or column kernel. From there on all threads:
+    the row kernel (float32 rows read three at a time, :func:`_three_streams`) or the column
+    kernel; their partial sums (pieces per output, when the threads share outputs) stay under
+    1/64 of the input, the kernel picking the pieces for numba's current thread count.
 
-    >>> _c_geometry((4, 5, 6), (1,))[0].tolist(), _c_geometry((4, 5, 6), (1,))[1]
-    ([2, 1, 4, 6, 30, 1, 5, 6], False)
+    >>> geo, inner = c_packed((4096, 4096), (1,))
+    >>> choose_job(np.dtype(np.float32), False, 4096 * 4096, 4096, geo, inner).kernel.__name__
+    '_float32_rows_parallel'
     """
-    merged = memory_order_geometry(shape, axes)
-    m = int(merged[0])
-    sizes = [int(n) for n in merged[1:1 + m]]
-    reduced = [bool(r) for r in merged[1 + m:1 + 2 * m]]
-    strides = [math.prod(sizes[d + 1:]) for d in range(m)]
-    kept = [d for d in range(m) if not reduced[d]]
-    red = [d for d in range(m) if reduced[d]]
-    ksz, kst = tuple(sizes[d] for d in kept), tuple(strides[d] for d in kept)
-    if not red:  # only size-1 axes reduced: one size-1 reduced dim, innermost (as canonical)
-        return _geometry(ksz, kst, (1,), (0,)), True
-    rsz, rst = tuple(sizes[d] for d in red), tuple(strides[d] for d in red)
-    return _geometry(ksz, kst, rsz, rst), reduced[-1]
-
-
-def _run(base, geo, inner, size, square, acc, out) -> None:
-    """Run the row (``inner``) or column kernel, on all threads from PARALLEL_MIN elements on,
-    then redo, scaled, the float64 L2 outputs whose plain sum of squares was unsafe."""
     if size < PARALLEL_MIN:
-        redo = (_rows_serial if inner else _cols_serial)(base, geo, square, out, _EMPTY[acc])
-        if redo:
-            _redo_l2(base, geo, out)
-    else:
-        kernel, most, need = _threaded(geo, inner, size, out.size, base.dtype)
-        _launch(kernel, base, geo, square, out, most, need, acc)
-
-
-def _threaded(geo: np.ndarray, inner: bool, size: int, n_out: int, dtype: np.dtype) -> tuple:
-    """(parallel kernel, most pieces per output, scratch elements) for ``size`` elements of
-    the packed dims ``geo`` into ``n_out`` outputs: the partial sums (pieces per output, when
-    the threads share outputs) stay under 1/64 of the input. The kernel picks the pieces for
-    numba's current thread count, up to that many."""
+        if small_geo is not None:
+            return Job(_small_l2 if square else _small_sum, (small_geo,), geo, False)
+        empty = _EMPTY[_ACCUMULATOR[dtype]]
+        return Job(_rows_serial if inner else _cols_serial, (geo, square, empty), geo, False)
     comp = dtype == _F64
     most = min(64, size * dtype.itemsize // (64 * n_out * (16 if comp else 8)))
     need = n_out * most * (2 if comp else 1) if most > 1 else 0
     if not inner:
-        return _cols_parallel, most, need
-    return (_float32_rows_parallel if _three_streams(geo, dtype) else _rows_parallel), most, need
+        kernel = _cols_parallel
+    elif _three_streams(geo, dtype):
+        kernel = _float32_rows_parallel
+    else:
+        kernel = _rows_parallel
+    return Job(kernel, (geo, square), geo, True, most, need)
+
+
+def run_job(job: Job, base: np.ndarray, out: np.ndarray, acc: np.dtype) -> None:
+    """Run ``job`` on ``base`` into ``out`` (threaded: under :func:`parallel_section`, which
+    also guards the scratch of ``acc`` sums), then redo, scaled, the float64 L2 outputs that
+    were unsafe."""
+    if job.threaded:
+        with parallel_section():
+            redo = job.kernel(base, *job.args, out, _scratch(job.need, acc), job.most)
+    else:
+        redo = job.kernel(base, *job.args, out)
+    if redo:
+        _redo_l2(base, job.geo, out)
 
 
 def _three_streams(geo: np.ndarray, dtype: np.dtype) -> bool:
@@ -336,29 +327,20 @@ def _three_streams(geo: np.ndarray, dtype: np.dtype) -> bool:
     STREAM_BLOCK_BYTES (non-adjacent axes), or one of STREAM_BLOCK_BYTES and more (inner axis).
 
     >>> f32 = np.dtype(np.float32)
-    >>> [bool(_three_streams(_c_geometry(shape, axes)[0], f32))
+    >>> [bool(_three_streams(c_packed(shape, axes)[0], f32))
     ...  for shape, axes in [((256, 256, 256), (0, 2)), ((4096, 4096), (1,)),
     ...                      ((4096, 128), (1,)), ((4096, 4096), (0, 1))]]
     [True, True, False, False]
     """
     if dtype != np.float32:
         return False
-    nk, nr = int(geo[0]), int(geo[1])
-    if int(geo[1 + 2 * nk + 2 * nr]) != 1:  # the innermost reduced dim's stride
+    rsz, rst = (d.tolist() for d in reduced_dims(geo))
+    if rst[-1] != 1:  # the innermost reduced dim's stride
         return False
-    row = int(geo[1 + 2 * nk + nr])  # its size
-    n_red = math.prod(int(v) for v in geo[2 + 2 * nk:2 + 2 * nk + nr])
-    if n_red == row:  # one row per output
-        return nk == 1 and row * dtype.itemsize >= STREAM_BLOCK_BYTES
+    row = rsz[-1]  # its size
+    if math.prod(rsz) == row:  # one row per output
+        return len(kept_dims(geo)[0]) == 1 and row * dtype.itemsize >= STREAM_BLOCK_BYTES
     return row * dtype.itemsize <= STREAM_BLOCK_BYTES
-
-
-def _launch(kernel, base, geo, square, out, most, need, acc) -> None:
-    """One threaded run (:func:`_threaded`) under the lock, which also guards the scratch."""
-    with parallel_section():
-        redo = kernel(base, geo, square, out, _scratch(need, acc), most)
-    if redo:
-        _redo_l2(base, geo, out)
 
 
 def _scratch(need: int, acc: np.dtype) -> np.ndarray:
@@ -395,14 +377,14 @@ def _redo_l2(base: np.ndarray, geo: np.ndarray, out: np.ndarray) -> None:
 @njit(cache=True, nogil=True)
 def _counts(geo):
     """(outputs, elements each output reduces) of the packed dims ``geo``."""
-    nk = geo[0]
-    nr = geo[1]
+    ksz = kept_dims(geo)[0]
+    rsz = reduced_dims(geo)[0]
     n_out = 1
-    for d in range(nk):
-        n_out *= geo[2 + d]
+    for d in range(ksz.size):
+        n_out *= ksz[d]
     n_red = 1
-    for d in range(nr):
-        n_red *= geo[2 + 2 * nk + d]
+    for d in range(rsz.size):
+        n_red *= rsz[d]
     return n_out, n_red
 
 
@@ -418,13 +400,14 @@ def _row_block(geo, n_out, n_red, itemsize, threads, comp=False):
     in pieces for the threads, up to ROW_RUN_BYTES instead: a step reads one run that long
     (64 KiB runs stream from memory at ~60% of the bandwidth, 256 KiB ones at ~80%) and the
     threads share the outputs' reductions, cut in pieces."""
-    nk = geo[0]
-    nr = geo[1]
-    row = geo[2 + 2 * nk + nr - 1]  # length of the innermost reduced dim
+    ksz, kst = kept_dims(geo)
+    rsz, rst = reduced_dims(geo)
+    row = rsz[-1]  # length of the innermost reduced dim
     if row >= n_red:
         return max(4, min(64, n_out // (4 * threads)) // 4 * 4) if comp else 1
     block = max(1, min(ROW_BLOCK_BYTES // (row * itemsize), 64, n_out // (4 * threads)))
-    adjacent = nk > 0 and geo[1 + 2 * nk + 2 * nr] == 1 and geo[1 + 2 * nk] == row
+    # each output's rows next to its neighbours': the innermost kept stride is one row
+    adjacent = ksz.size > 0 and rst[-1] == 1 and kst[-1] == row
     if not adjacent or n_red // MIN_PIECE_ELEMENTS < 2 * threads:
         return block
     return max(block, min(ROW_RUN_BYTES // (row * itemsize), n_out))
@@ -453,7 +436,7 @@ def _rows_schedule(geo, itemsize, threads, most, comp=False):
 def _cols_schedule(geo, comp, threads, most):
     """(pieces, work items) of the column kernel on ``threads`` threads."""
     n_out, n_red = _counts(geo)
-    width = geo[1 + geo[0]]  # the innermost kept dim
+    width = kept_dims(geo)[0][-1]  # the innermost kept dim
     columns = _columns(comp)
     n_base = (n_out // width) * ((width + columns - 1) // columns)
     pieces = _pieces(n_base, threads, min(most, n_red // MIN_PIECE_ROWS))
@@ -514,21 +497,10 @@ def _finish_impl(out, o, s, c, square):
     return impl_int
 
 
-@njit(cache=True, nogil=True)
-def _fold(s, c, x):
-    """Neumaier: ``s + c`` gains ``x`` exactly (no fastmath here: it would cancel ``c``)."""
-    t = s + x
-    if abs(s) >= abs(x):
-        c += (s - t) + x
-    else:
-        c += (x - t) + s
-    return t, c
-
-
 @njit(cache=True, nogil=True, inline="always")
 def _fold_dd(s, c, k, head, tail):
     """``s[k], c[k]`` gain the double-double ``head + tail`` (Neumaier on the head)."""
-    s[k], c[k] = _fold(s[k], c[k], head)
+    s[k], c[k] = neumaier(s[k], c[k], head)
     c[k] += tail
 
 
@@ -899,20 +871,12 @@ def _rows_in_thirds(base, stride, n, square, out, w0, w1):
     return g
 
 
-@njit(cache=True, nogil=True)
-def _unpack(geo):
-    """Kept sizes, kept strides, reduced sizes, reduced strides (views of ``geo``)."""
-    nk = geo[0]
-    nr = geo[1]
-    return (geo[2:2 + nk], geo[2 + nk:2 + 2 * nk], geo[2 + 2 * nk:2 + 2 * nk + nr],
-            geo[2 + 2 * nk + nr:2 + 2 * nk + 2 * nr])
-
-
 @njit(cache=True, nogil=True, fastmath=_ROWS_MATH)
 def _rows_work(base, geo, block, pieces, square, comp, out, hi, lo, w0, w1, three):
     """Work items ``[w0, w1)`` of the row kernel: item ``w`` is piece ``w % pieces`` of the
     ``block`` outputs from ``(w // pieces) * block`` on (canonical kept order)."""
-    ksz, kst, rsz, rst = _unpack(geo)
+    ksz, kst = kept_dims(geo)
+    rsz, rst = reduced_dims(geo)
     n_out = 1
     for d in range(ksz.size):
         n_out *= ksz[d]
@@ -978,7 +942,7 @@ def _float32_rows_parallel(base, geo, square, out, scratch, most):
     side; whole rows of STREAM_BLOCK_BYTES and more, one per output (inner axis), three at a
     time (:func:`_rows_in_thirds`).
 
-    A kernel of its own, chosen before the call (:func:`_threaded`), so that the code of
+    A kernel of its own, chosen before the call (:func:`choose_job`), so that the code of
     :func:`_rows_parallel` stays as it was: with these loops in the same compiled kernel, the
     long runs of one output (all axes, float32 64 MiB) read from memory 1.25-1.45x slower
     whenever the kernel came from numba's disk cache. (Loaded from the cache, a kernel runs
@@ -995,7 +959,7 @@ def _float32_rows_parallel(base, geo, square, out, scratch, most):
 
 
 @njit(cache=True, nogil=True)
-def _rows_serial(base, geo, square, out, empty):
+def _rows_serial(base, geo, square, empty, out):
     """The row kernel on the calling thread (``empty``: a 0-size accumulator array)."""
     comp = is_float64(base)
     block, _, n_items = _rows_schedule(geo, base.itemsize, 1, 1, comp)
@@ -1209,7 +1173,8 @@ def _columns(comp):
 def _cols_work(base, geo, pieces, square, comp, out, hi, lo, w0, w1):
     """Work items ``[w0, w1)`` of the column kernel: item ``w`` is piece ``w % pieces`` of the
     block of up to :func:`_columns` adjacent outputs ``w // pieces``."""
-    ksz, kst, rsz, rst = _unpack(geo)
+    ksz, kst = kept_dims(geo)
+    rsz, rst = reduced_dims(geo)
     nk = ksz.size
     width_all = ksz[nk - 1]
     step = kst[nk - 1]
@@ -1262,7 +1227,7 @@ def _cols_parallel(base, geo, square, out, scratch, most):
 
 
 @njit(cache=True, nogil=True)
-def _cols_serial(base, geo, square, out, empty):
+def _cols_serial(base, geo, square, empty, out):
     """The column kernel on the calling thread."""
     comp = is_float64(base)
     _, n_items = _cols_schedule(geo, comp, 1, 1)
@@ -1279,10 +1244,8 @@ def _small_nd(base, geo, square, comp, out):
 
     The loop over units (rows, or blocks of rows) steps an odometer over the outer dims (no
     divisions, :func:`._common.next_outer`)."""
-    m = geo[0]
-    sizes = geo[1:1 + m]
-    red = geo[1 + m:1 + 2 * m]
-    ost = geo[1 + 2 * m:1 + 3 * m]
+    sizes, red, ost = merged_dims(geo)
+    m = sizes.size
     n_in = sizes[m - 1]
     zero = _zero(widen(base[0]))
     rows = red[m - 1] != 0
@@ -1386,7 +1349,7 @@ def _outputs_in_lanes_impl(base, sizes, red, square, out):
 @njit(cache=True, nogil=True)
 def _split_dims(sizes, red):
     """The kept and reduced sizes and element strides of C-order merged dims ``sizes`` with
-    reduced flags ``red`` (as :func:`_c_geometry` gives them)."""
+    reduced flags ``red`` (as :func:`._common.c_packed` gives them)."""
     m = sizes.size
     nk = 0
     for d in range(m):
@@ -1413,8 +1376,7 @@ def _split_dims(sizes, red):
 @njit(cache=True, nogil=True)
 def _small_sum(base, geo, out):
     """ReduceSum by :func:`_small_nd`, its flags fixed at compile time (as runtime arguments
-    they cost ~2x on small arrays); returns False (nothing to redo). Also the kernel of
-    :func:`bind_sum`."""
+    they cost ~2x on small arrays); returns False (nothing to redo)."""
     _small_nd(base, geo, False, is_float64(base), out)
     return False
 
@@ -1437,7 +1399,7 @@ def _combine(hi, lo, pieces, square, comp, out):
         if comp:
             c = lo[o]
             for p in range(1, pieces):
-                s, c = _fold(s, c, hi[p * out.size + o])
+                s, c = neumaier(s, c, hi[p * out.size + o])
                 c += lo[p * out.size + o]
         else:
             for p in range(1, pieces):
@@ -1449,7 +1411,8 @@ def _combine(hi, lo, pieces, square, comp, out):
 def _l2_scaled(base, geo, which, out):
     """float64 L2 of the outputs ``which``, every element scaled by 2**-e, e the exponent of
     the largest magnitude: no overflow, no underflow that matters."""
-    ksz, kst, rsz, rst = _unpack(geo)
+    ksz, kst = kept_dims(geo)
+    rsz, rst = reduced_dims(geo)
     nr = rsz.size
     n_in = rsz[nr - 1]
     s_in = rst[nr - 1]
@@ -1476,5 +1439,5 @@ def _l2_scaled(base, geo, which, out):
             a = off + _offset(t, rsz, rst, nr - 1)
             for i in range(n_in):
                 v = math.ldexp(base[a + i * s_in], -e)
-                s, c = _fold(s, c, v * v)
+                s, c = neumaier(s, c, v * v)
         out[o] = math.ldexp(math.sqrt(s + c), e)
