@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ..spec.ops import names_in_words
-from . import cmd_bench, cmd_conformance, cmd_eval, cmd_info, cmd_run, cmd_showcase
+from . import cmd_bench, cmd_conformance, cmd_eval, cmd_info, cmd_run, cmd_showcase, cmd_warm
 from .group import FrontDoorGroup, Settings
 
 app = typer.Typer(
@@ -37,6 +37,7 @@ app.command("conformance")(cmd_conformance.conformance_command)
 app.command("bench")(cmd_bench.bench_command)
 app.command("info")(cmd_info.info_command)
 app.command("showcase")(cmd_showcase.showcase_command)
+app.command("warm")(cmd_warm.warm_command)
 
 
 def main() -> None:

@@ -1,0 +1,66 @@
+"""Ahead-of-use compilation: what warm_up compiles, a later process loads from numba's cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli_checks import assert_user_error
+from onnx_reduce.cli import app
+from onnx_reduce.kernels.warm import LAYOUTS, warm_up
+
+pytest.importorskip("numba")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_LATER_PROCESS = """
+import json, numpy as np, onnx_reduce
+from onnx_reduce.kernels.fast import sum_l2
+x = np.arange(8 * 128, dtype=np.int32).reshape(8, 128)
+assert int(onnx_reduce.reduce_sum(x, axes=[1])[3, 0]) == sum(range(3 * 128, 4 * 128))
+onnx_reduce.reduce_sum(x[:, ::-1], axes=[0])
+kernels = (sum_l2._small_sum, sum_l2._cols_serial)
+print(json.dumps([[len(k.stats.cache_hits), len(k.stats.cache_misses)] for k in kernels]))
+"""
+
+
+def _python(code: str, cache: Path) -> str:
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          check=True, timeout=600)
+    return done.stdout
+
+
+def test_a_later_process_loads_what_warm_up_compiled(tmp_path) -> None:
+    """In a fresh cache: warm up ReduceSum on int32 small arrays, then another process's first
+    calls (bound, and a view's column kernel) load their kernels instead of compiling them."""
+    cache = tmp_path / "numba-cache"
+    calls = _python("from onnx_reduce.kernels.warm import warm_up\n"
+                    "print(warm_up(['ReduceSum'], ['int32'], ['small']))", cache)
+    assert int(calls) == 2 * len(LAYOUTS["small"])
+    assert any(cache.rglob("*.nbi"))
+    assert json.loads(_python(_LATER_PROCESS, cache)) == [[1, 0], [1, 0]]
+
+
+def test_warm_up_runs_every_allowed_dtype() -> None:
+    small = 2 * len(LAYOUTS["small"])
+    assert warm_up(["ReduceLogSumExp"], ["float", "int32"], ["small"]) == small  # float only
+    assert warm_up(["ReduceSum"], ["float", "int32"], ["small"]) == 2 * small
+    with pytest.raises(KeyError):
+        warm_up(["ReduceMax"], sizes=["small"])
+
+
+def test_warm_command() -> None:
+    runner = CliRunner()
+    done = runner.invoke(app, ["warm", "l2", "--dtypes", "float32", "--sizes", "small"])
+    assert done.exit_code == 0, done.output
+    assert done.stdout.startswith(f"warm: {2 * len(LAYOUTS['small'])} calls in ")
+    assert_user_error(runner.invoke(app, ["warm", "--dtypes", "float128x"]), "unknown dtype")
+    assert_user_error(runner.invoke(app, ["warm", "max"]), "unknown operator")
+    assert_user_error(runner.invoke(app, ["warm", "--sizes", "huge"]), "unknown size")
