@@ -242,6 +242,17 @@ def test_one_choice_of_kernel_for_both_paths(shape, axes, small, general):
     assert (lse_module.bind_log_sum_exp(x.dtype, plan) is None) == (small is None)
 
 
+def test_views_take_their_layout_s_job_once(monkeypatch):
+    """A view's job depends on its shape, strides, dtype and axes only: chosen once, reused
+    for other data of that layout, and another layout gets its own."""
+    monkeypatch.setattr(lse_module, "_JOBS", type(lse_module._JOBS)(256))
+    a, b = sample((40, 30), np.float32, seed=3), sample((40, 30), np.float32, seed=4)
+    for x in (a[:, ::-1], b[:, ::-1], a[:, ::2]):
+        assert_close(x, (1,), fast_lse(x, [1]))
+    keys = [key for key in lse_module._JOBS._entries if len(key) == 4]
+    assert sorted(key[1] for key in keys) == [(120, -4), (120, 8)]
+
+
 def test_results_do_not_depend_on_threads(monkeypatch):
     import numba
 

@@ -128,7 +128,8 @@ PROBE_ROWS = 4
 _SERVED = {np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), bfloat16}
 _BITS = {np.dtype(np.float32): np.dtype(np.int32), np.dtype(np.float64): np.dtype(np.int64)}
 _EMPTY = np.empty(0, np.int64)
-#: Prepared jobs of C-contiguous inputs, by (shape, dtype, axes) (False: not served).
+#: Prepared jobs, by (shape, dtype, axes) for C-contiguous inputs and (shape, strides, dtype,
+#: axes) for others (False: not served).
 _JOBS: BoundedCache[tuple, tuple | bool] = BoundedCache(256)
 
 
@@ -151,10 +152,15 @@ def reduce_log_sum_exp(data: np.ndarray, plan: ReductionPlan) -> np.ndarray | No
             return None
         base = storage_view(data).reshape(-1)
         restore = None
-    else:
+    else:  # the job depends on the layout only: cached by shape and strides too
         canon = canonical(data, plan.axes)
-        job = None if canon is None else choose_job(canon, dtype, plan)
+        if canon is None:
+            return None
+        key = (data.shape, data.strides, dtype, plan.axes)
+        job = _JOBS.get(key)
         if job is None:
+            job = _JOBS.put(key, choose_job(canon, dtype, plan) or False)
+        if not job:
             return None
         base = canon.base
         restore = canon.restore
