@@ -51,6 +51,7 @@ def test_many_shapes_keep_the_prepared_calls_and_layouts_bounded(monkeypatch) ->
     monkeypatch.setattr(functions, "_PREPARED", BoundedCache(8))
     monkeypatch.setattr(geometry, "_MEMORY_ORDER", BoundedCache(8))
     monkeypatch.setattr(geometry, "_PACKED", BoundedCache(8))
+    monkeypatch.setattr(geometry, "_C_PACKED", BoundedCache(8))
     for n in range(1, 40):
         x = np.arange(n * 3, dtype=np.float32).reshape(3, n)
         np.testing.assert_array_equal(onnx_reduce.reduce_sum(x, axes=[1], keepdims=False),
@@ -58,5 +59,6 @@ def test_many_shapes_keep_the_prepared_calls_and_layouts_bounded(monkeypatch) ->
     assert len(functions._PREPARED) == 8
     assert len(geometry._MEMORY_ORDER) <= 8
     assert len(geometry._PACKED) <= 8
+    assert len(geometry._C_PACKED) <= 8
     x = np.ones((3, 2), np.float32)
     np.testing.assert_array_equal(onnx_reduce.reduce_sum(x, axes=[1], keepdims=False), [2, 2, 2])

@@ -74,6 +74,7 @@ def test_memory_order_geometry_merges_in_c_order(case) -> None:
 
 def test_packed_geometries_are_shared_per_layout() -> None:
     assert packed((4,), (6,), (6,), (1,)) is packed((4,), (6,), (6,), (1,))
+    assert c_packed((4, 6), (1,)) is c_packed((4, 6), (1,))
     assert memory_order_geometry((8, 8, 16), (0, 2)) is memory_order_geometry((8, 8, 16), (0, 2))
 
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import time
 from typing import Annotated
 
-import numpy as np
 import typer
 
 from ..kernels.warm import LAYOUTS, warm_up
-from ..spec.dtypes import _ONNX_NAMES
+from ..spec.dtypes import dtype_named, onnx_type_name
 from .errors import UserError
 from .options import op_name, split_list
 from .present import console
@@ -49,10 +48,7 @@ def warm_command(ops: OpsArg = None, dtypes: DtypesOpt = None, sizes: SizesOpt =
 
 def _onnx_type(name: str) -> str:
     """The ONNX type name of ``name`` (an ONNX name or a numpy dtype name)."""
-    if name in _ONNX_NAMES.values():
-        return name
     try:
-        return _ONNX_NAMES[np.dtype(name)]
-    except (TypeError, KeyError):
-        known = ", ".join(sorted(_ONNX_NAMES.values()))
-        raise UserError(f"unknown dtype {name!r}; choose from {known}") from None
+        return onnx_type_name(dtype_named(name))
+    except ValueError as exc:
+        raise UserError(str(exc)) from None

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..spec import REGISTRY, latest, op_record
-from ..spec.dtypes import _ONNX_NAMES
+from ..spec.dtypes import dtype_named
 
 #: (shape, axes) that take each kernel: small rows, columns, non-adjacent axes, wide columns
 #: (one thread); large rows, columns, three-stream rows, few outputs in pieces (all threads).
@@ -27,7 +27,6 @@ LAYOUTS = {
     "large": [((1024, 1024), (1,)), ((1024, 1024), (0,)), ((16, 256, 256), (0, 2)),
               ((4, 1 << 18), (1,)), ((1 << 18, 4), (0,)), ((2, 70_000), (1,))],
 }
-_DTYPES = {name: dtype for dtype, name in _ONNX_NAMES.items()}
 
 
 def warm_up(ops: Iterable[str] | None = None, dtypes: Iterable[str] | None = None,
@@ -45,7 +44,7 @@ def warm_up(ops: Iterable[str] | None = None, dtypes: Iterable[str] | None = Non
         allowed = latest(record.name).dtypes
         for type_name in sorted(allowed if dtypes is None else allowed & set(dtypes)):
             for shape, axes in (layout for size in sizes for layout in LAYOUTS[size]):
-                x = _sample(shape, _DTYPES[type_name])
+                x = _sample(shape, dtype_named(type_name))
                 for data in (x, x[..., ::-1]):
                     with np.errstate(all="ignore"):
                         reduce(data, axes=axes, keepdims=data is x)

@@ -26,6 +26,7 @@ import numpy as np
 from .cache import BoundedCache
 
 _PACKED: BoundedCache[tuple, np.ndarray] = BoundedCache(256)
+_C_PACKED: BoundedCache[tuple, tuple[np.ndarray, bool]] = BoundedCache(256)
 _MEMORY_ORDER: BoundedCache[tuple, np.ndarray] = BoundedCache(256)
 
 
@@ -65,6 +66,14 @@ def c_packed(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[np.ndarray,
     >>> geo.tolist(), inner
     ([2, 1, 4, 6, 30, 1, 5, 6], False)
     """
+    key = (shape, axes)
+    found = _C_PACKED.get(key)
+    if found is None:  # ~6 us of Python otherwise, on every call of the per-call path
+        found = _C_PACKED.put(key, _c_packed(shape, axes))
+    return found
+
+
+def _c_packed(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[np.ndarray, bool]:
     sizes, reduced, _ = (d.tolist() for d in merged_dims(memory_order_geometry(shape, axes)))
     strides = [math.prod(sizes[d + 1:]) for d in range(len(sizes))]
     kept = [d for d in range(len(sizes)) if not reduced[d]]

@@ -47,6 +47,25 @@ def onnx_type_name(dtype: np.dtype) -> str:
     return name
 
 
+def dtype_named(name: str) -> np.dtype:
+    """The numpy dtype an ONNX type name or a numpy dtype name means; ValueError otherwise.
+
+    >>> dtype_named("float"), dtype_named("float32"), dtype_named("bfloat16") == bfloat16
+    (dtype('float32'), dtype('float32'), True)
+    """
+    for dtype, onnx_name in _ONNX_NAMES.items():
+        if name == onnx_name:
+            return dtype
+    try:
+        dtype = np.dtype(name)
+    except TypeError:
+        dtype = None
+    if dtype not in _ONNX_NAMES:
+        known = ", ".join(sorted(_ONNX_NAMES.values()))
+        raise ValueError(f"unknown dtype {name!r}; choose from {known}")
+    return dtype
+
+
 def native_dtype(dtype: np.dtype) -> np.dtype:
     """``dtype`` in the machine's byte order (itself when it already is).
 

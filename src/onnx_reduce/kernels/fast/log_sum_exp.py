@@ -130,7 +130,7 @@ _BITS = {np.dtype(np.float32): np.dtype(np.int32), np.dtype(np.float64): np.dtyp
 _EMPTY = np.empty(0, np.int64)
 #: Prepared jobs, by (shape, dtype, axes) for C-contiguous inputs and (shape, strides, dtype,
 #: axes) for others (False: not served).
-_JOBS: BoundedCache[tuple, tuple | bool] = BoundedCache(256)
+_JOBS: BoundedCache[tuple, Job | bool] = BoundedCache(256)
 
 
 def reduce_log_sum_exp(data: np.ndarray, plan: ReductionPlan) -> np.ndarray | None:
@@ -295,6 +295,7 @@ def _column_width(kept: tuple[int, ...], itemsize: int, parallel: bool) -> int:
 
 
 def _ints(values: tuple[int, ...]) -> np.ndarray:
+    """A tuple of dims as the int64 array the kernels take (one shared empty array for none)."""
     return np.array(values, np.int64) if values else _EMPTY
 
 
@@ -330,7 +331,6 @@ def _wide(v):  # pragma: no cover - njit only
 
 @overload(_wide, inline="always")
 def _wide_impl(v):
-    """A tuple of dims as the int64 array the kernels take (one shared empty array for none)."""
     if v == types.uint16:
         return lambda v: half_to_float64(v)
     return lambda v: widen(v)
