@@ -380,43 +380,54 @@ class _Edge:
 
 
 def _edges() -> list[_Edge]:
+    """Every edge case: those every op has, then each op's own."""
+    return [edge for op in OPS for edge in _shared_edges(op)] + _op_edges()
+
+
+def _shared_edges(op: str) -> list[_Edge]:
+    """The edge cases of every op: ranks, empty sets, special values, dtypes, no-ops, errors."""
     f16, f32, f64, bf16 = np.float16, np.float32, np.float64, bfloat16
     inf, nan = np.inf, np.nan
     a = np.array
-    edges: list[_Edge] = []
-    for op in OPS:
-        edges += [
-            _Edge("rank0_float32", op, a(-2.5, dtype=f32)),
-            _Edge("rank0_keepdims0_float64", op, a(1.25, dtype=f64), keepdims=0),
-            _Edge("empty_set_float32", op, np.zeros((2, 0, 3), f32), axes=(1,)),
-            _Edge("empty_all_float64", op, np.zeros((0, 3), f64), keepdims=0),
-            _Edge("empty_kept_axis_float32", op, np.zeros((0, 3), f32), axes=(1,)),
-            _Edge("multi_axes_keepdims0_float64", op,
-                  np.linspace(-3, 3, 24).reshape(2, 3, 4), axes=(0, -1), keepdims=0),
-            _Edge("nan_float32", op, a([[1.0, nan], [2.0, 3.0]], f32), axes=(1,)),
-            _Edge("nan_and_inf_float64", op, a([nan, inf, -inf, 1.0]), keepdims=0),
-            _Edge("plus_inf_float32", op, a([[inf, 1.0], [inf, inf]], f32), axes=(1,)),
-            _Edge("minus_inf_float64", op, a([[-inf, -inf], [-inf, 0.5]]), axes=(1,)),
-            _Edge("bfloat16", op, a([[1.0, 2.0], [3.0, 4.0]], bf16), axes=(1,)),
-            _Edge("float16", op, a([[0.5, 1.5, -2.0], [3.0, 0.25, 8.0]], f16), axes=(0,)),
-            _Edge("noop_empty_axes_float32", op, a([[-1.5, 2.0], [0.0, -3.0]], f32),
-                  axes=(), noop=1),
-            _Edge("noop_no_axes_float64", op, a([-1.5, 2.0, 0.0]), noop=1),
-            _Edge("int32", op, a([[1, -2, 3], [4, 5, -6]], np.int32), axes=(1,)),
-            _Edge("uint64", op, a([[1, 2], [3, 4]], np.uint64), axes=(0,)),
-            # errors
-            _Edge("error_int8", op, a([1, 2], np.int8), error=TypeError),
-            _Edge("error_bfloat16_before_13", op, a([1.0, 2.0], bf16), versions=(1, 11),
-                  error=TypeError),
-            _Edge("error_axis_out_of_range", op, np.ones((2, 3), f32), axes=(2,),
-                  error=ValueError),
-            _Edge("error_negative_axis_out_of_range", op, np.ones((2, 3), f32), axes=(-3,),
-                  error=ValueError),
-            _Edge("error_duplicate_axes", op, np.ones((2, 3), f32), axes=(1, -1),
-                  error=ValueError),
-            _Edge("error_axis_on_rank0", op, a(1.0, f32), axes=(0,), error=ValueError),
-        ]
-    edges += [
+    return [
+        _Edge("rank0_float32", op, a(-2.5, dtype=f32)),
+        _Edge("rank0_keepdims0_float64", op, a(1.25, dtype=f64), keepdims=0),
+        _Edge("empty_set_float32", op, np.zeros((2, 0, 3), f32), axes=(1,)),
+        _Edge("empty_all_float64", op, np.zeros((0, 3), f64), keepdims=0),
+        _Edge("empty_kept_axis_float32", op, np.zeros((0, 3), f32), axes=(1,)),
+        _Edge("multi_axes_keepdims0_float64", op,
+              np.linspace(-3, 3, 24).reshape(2, 3, 4), axes=(0, -1), keepdims=0),
+        _Edge("nan_float32", op, a([[1.0, nan], [2.0, 3.0]], f32), axes=(1,)),
+        _Edge("nan_and_inf_float64", op, a([nan, inf, -inf, 1.0]), keepdims=0),
+        _Edge("plus_inf_float32", op, a([[inf, 1.0], [inf, inf]], f32), axes=(1,)),
+        _Edge("minus_inf_float64", op, a([[-inf, -inf], [-inf, 0.5]]), axes=(1,)),
+        _Edge("bfloat16", op, a([[1.0, 2.0], [3.0, 4.0]], bf16), axes=(1,)),
+        _Edge("float16", op, a([[0.5, 1.5, -2.0], [3.0, 0.25, 8.0]], f16), axes=(0,)),
+        _Edge("noop_empty_axes_float32", op, a([[-1.5, 2.0], [0.0, -3.0]], f32),
+              axes=(), noop=1),
+        _Edge("noop_no_axes_float64", op, a([-1.5, 2.0, 0.0]), noop=1),
+        _Edge("int32", op, a([[1, -2, 3], [4, 5, -6]], np.int32), axes=(1,)),
+        _Edge("uint64", op, a([[1, 2], [3, 4]], np.uint64), axes=(0,)),
+        # errors
+        _Edge("error_int8", op, a([1, 2], np.int8), error=TypeError),
+        _Edge("error_bfloat16_before_13", op, a([1.0, 2.0], bf16), versions=(1, 11),
+              error=TypeError),
+        _Edge("error_axis_out_of_range", op, np.ones((2, 3), f32), axes=(2,),
+              error=ValueError),
+        _Edge("error_negative_axis_out_of_range", op, np.ones((2, 3), f32), axes=(-3,),
+              error=ValueError),
+        _Edge("error_duplicate_axes", op, np.ones((2, 3), f32), axes=(1, -1),
+              error=ValueError),
+        _Edge("error_axis_on_rank0", op, a(1.0, f32), axes=(0,), error=ValueError),
+    ]
+
+
+def _op_edges() -> list[_Edge]:
+    """Each op's own edge cases: rounding, overflow, underflow, integer rules."""
+    f16, f32 = np.float16, np.float32
+    inf = np.inf
+    a = np.array
+    return [
         # ReduceSum: single rounding, cancellation, overflow, integer wrap-around
         _Edge("cancellation_float32", "ReduceSum", a([1e8, 1.0, -1e8], f32)),
         _Edge("single_rounding_float16", "ReduceSum", a([2048.0, 1.0, 1.0], f16)),
@@ -473,7 +484,6 @@ def _edges() -> list[_Edge]:
         _Edge("error_int_at_28", "ReduceLogSum", a([1, 2], np.int32), versions=(28,),
               error=TypeError),
     ]
-    return edges
 
 
 def _edge_cases() -> list[Case]:

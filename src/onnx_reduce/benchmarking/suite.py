@@ -49,46 +49,80 @@ def run_suite(config: BenchConfig, progress: Progress | None = None) -> BenchRes
         roofline = _measure_roofline(config)
         exp_limit = measure_exp_limit(threads=config.threads) if config.exp_limit else None
         cases = config.cases()
-        # Sessions and evaluators for every cell are made before anything is timed.
-        prepared: dict[tuple[Case, str], Any] = {}
-        for case in cases:
-            for runner in config.runners:
-                try:
-                    prepared[case, runner] = prepare(runner, case, config.threads)
-                except NotAvailable as exc:
-                    prepared[case, runner] = exc
-        rows: list[CellResult] = []
-        input_key: tuple | None = None
-        x: np.ndarray | None = None
-        for done, case in enumerate(cases, start=1):
-            key = (case.shape, case.dtype, case.op == "ReduceLogSum")  # its input: magnitudes
-            if key != input_key:
-                x = None  # free the previous input first
-                x = input_for(case, config.seed)
-                input_key = key
-            assert x is not None
-            # Overflow to inf in numpy's float16 formulas is a result to compare, not a warning.
-            with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
-                rows.append(_run_cell(case, x, prepared, config, roofline))
-            if progress is not None:
-                progress(done, len(cases), case.label)
-        x = None
-        method = ""
-        if roofline is not None:
-            # Measured again at the end: the best of both stands (noise only slows a pass).
-            again = _measure_roofline(config)
-            assert again is not None
-            method = (f"{_roofline.LAST_METHOD}; {roofline:.1f} GB/s before the cells, "
-                      f"{again:.1f} GB/s after, the better counts")
-            best = max(roofline, again)
-            if best != roofline:
-                for row in rows:
-                    if row.roofline_fraction_best_pass is not None:
-                        row.roofline_fraction_best_pass = row.gbps / best
-            roofline = best
+        prepared = _prepare_all(config, cases)  # before anything is timed
+        rows = _run_cells(config, cases, prepared, roofline, progress)
+        roofline, method = _roofline_again(config, roofline, rows)
     finally:
         _set_numba_threads(previous_threads)
-    notes = [
+    return BenchResults(
+        rows=rows,
+        runners=config.runners,
+        machine=machine,
+        roofline_gbps=roofline,
+        roofline_method=method,
+        exp_limit_gbps=exp_limit,
+        regimes=config.regimes,
+        repeats=config.repeats,
+        threads=config.threads,
+        elapsed_seconds=time.perf_counter() - started,
+        notes=_method_notes(config),
+    )
+
+
+def _prepare_all(config: BenchConfig, cases: list[Case]) -> dict[tuple[Case, str], Any]:
+    """Each runner's session or evaluator for each cell, or the NotAvailable it raised."""
+    prepared: dict[tuple[Case, str], Any] = {}
+    for case in cases:
+        for runner in config.runners:
+            try:
+                prepared[case, runner] = prepare(runner, case, config.threads)
+            except NotAvailable as exc:
+                prepared[case, runner] = exc
+    return prepared
+
+
+def _run_cells(config: BenchConfig, cases: list[Case], prepared: dict[tuple[Case, str], Any],
+               roofline: float | None, progress: Progress | None) -> list[CellResult]:
+    """Every cell timed in order; cells of one shape and dtype share their input."""
+    rows: list[CellResult] = []
+    input_key: tuple | None = None
+    x: np.ndarray | None = None
+    for done, case in enumerate(cases, start=1):
+        key = (case.shape, case.dtype, case.op == "ReduceLogSum")  # its input: magnitudes
+        if key != input_key:
+            x = None  # free the previous input first
+            x = input_for(case, config.seed)
+            input_key = key
+        assert x is not None
+        # Overflow to inf in numpy's float16 formulas is a result to compare, not a warning.
+        with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+            rows.append(_run_cell(case, x, prepared, config, roofline))
+        if progress is not None:
+            progress(done, len(cases), case.label)
+    return rows
+
+
+def _roofline_again(config: BenchConfig, roofline: float | None, rows: list[CellResult]
+                    ) -> tuple[float | None, str]:
+    """The read roofline measured again after the cells: the better of both stands (noise
+    only slows a pass), the rows' best-pass fractions updated to it; with how it was measured."""
+    if roofline is None:
+        return None, ""
+    again = _measure_roofline(config)
+    assert again is not None
+    method = (f"{_roofline.LAST_METHOD}; {roofline:.1f} GB/s before the cells, "
+              f"{again:.1f} GB/s after, the better counts")
+    best = max(roofline, again)
+    if best != roofline:
+        for row in rows:
+            if row.roofline_fraction_best_pass is not None:
+                row.roofline_fraction_best_pass = row.gbps / best
+    return best, method
+
+
+def _method_notes(config: BenchConfig) -> list[str]:
+    """How the suite measured, as the report's notes say it."""
+    return [
         "Times are medians per call. Every runner of a cell makes the same number of calls "
         "per sample, enough for the slowest runner's sample to last "
         f"{config.min_sample_seconds * 1e3:g} ms (so one from {REFERENCE_CAP_BYTES // 2**20} "
@@ -131,19 +165,6 @@ def run_suite(config: BenchConfig, progress: Progress | None = None) -> BenchRes
         "numpy fallback).",
         *config.notes,
     ]
-    return BenchResults(
-        rows=rows,
-        runners=config.runners,
-        machine=machine,
-        roofline_gbps=roofline,
-        roofline_method=method,
-        exp_limit_gbps=exp_limit,
-        regimes=config.regimes,
-        repeats=config.repeats,
-        threads=config.threads,
-        elapsed_seconds=time.perf_counter() - started,
-        notes=notes,
-    )
 
 
 def _run_cell(

@@ -397,9 +397,8 @@ def _row_block(geo, n_out, n_red, itemsize, threads, comp=False):
     apart: four streams through memory). Else up to ROW_BLOCK_BYTES of their rows per step (64
     outputs at most, four blocks per thread at least). When each output's rows are next to
     its neighbours' (e.g. axes (0, 2) of a C array) and the reductions are long enough to cut
-    in pieces for the threads, up to ROW_RUN_BYTES instead: a step reads one run that long
-    (64 KiB runs stream from memory at ~60% of the bandwidth, 256 KiB ones at ~80%) and the
-    threads share the outputs' reductions, cut in pieces."""
+    in pieces for the threads, up to ROW_RUN_BYTES instead: one long run per step streams
+    faster from memory (docs/kernel-design.md, "Row kernel")."""
     ksz, kst = kept_dims(geo)
     rsz, rst = reduced_dims(geo)
     row = rsz[-1]  # length of the innermost reduced dim
@@ -549,27 +548,13 @@ def _add_four_runs_impl(base, a0, a1, a2, a3, n, square, s, c, k0, k1, k2, k3):
 def _streamed_sum(base, a, n, square):
     """:func:`_row_sum` for rows read from memory: a STREAM_BLOCK_BYTES block at a time, and
     before each block a software prefetch of the cache lines PREFETCH_BYTES ahead (which run
-    on into the next rows where rows are adjacent).
+    on into the next rows where rows are adjacent), because the hardware prefetcher alone
+    keeps too few reads in flight for a loop that widens every element.
 
-    The hardware prefetcher alone keeps too few reads in flight for a loop that widens every
-    float32 to float64. 64 MiB of float32, side by side with the read-roofline kernel, against
-    the three streams without prefetching used before (three rows a third of the range apart
-    read in one loop): in the benchmark suite (its other runners between the calls) ReduceSum
-    and ReduceL2, inner and all axes, 94-100% against 81-92%; read from main memory 89-97%
-    against 83-87%; from L3 100-101% against 95-98%. Rows of 64 and 16 elements from memory
-    ~17% and ~10% faster. 1 KiB blocks 4 KiB ahead measured best in a plain loop (8 KiB
-    the same; 2 KiB blocks, 32 prefetches in a burst, 15% slower from memory).
-
-    The block loop's form matters (variants measured from memory against this one): its
-    length is a compile-time constant, so it is unrolled whole and its vector accumulators
-    stay in registers from block to block (a run-time length costs a loop set-up and a
-    horizontal sum per block: ~10% slower; a partial sum per block, ~8%); the prefetch
-    addresses are clamped to the array with ``min`` (skipping the prefetches near its end
-    with a branch instead measured 15-25% slower from memory); and squares are not fused
-    into the adds (:func:`_square_unfused`). Inlined, with unsigned indices and no
-    slices: a signed index is tested for wraparound (the loop then does not vectorize), a
-    slice increments the array's reference count (an atomic that threads reading one array
-    fight over) and a call costs as much as a short row."""
+    The block loop's length is a compile-time constant (unrolled whole, its vector
+    accumulators stay in registers), prefetch addresses are clamped with ``min``, squares are
+    not fused into the adds (:func:`_square_unfused`); inlined, unsigned indices, no slices.
+    Each of these measured: docs/kernel-design.md, "Row kernel"."""
     block, line, ahead = _stream_steps(base[0])  # an element: the array would cost atomics
     last = np.uint64(base.size - 1)
     ua = np.uint64(a)
@@ -598,14 +583,9 @@ def _streamed_sum(base, a, n, square):
 @intrinsic
 def _square_unfused(typingctx, v):  # type: ignore[no-untyped-def]
     """``v * v`` that no later add absorbs into a fused multiply-add: ``fma(v, v, +0.0)``, a
-    call the fast-math flags of the caller do not reach (a plain multiply gets them, and
-    with them is fused into the add that follows).
-
-    For :func:`_streamed_sum`, whose fully unrolled block of squares the compiler otherwise
-    turns into one chain of dependent multiply-adds (reassociated, then contracted: ~1.5x
-    slower in cache), where plain adds keep several chains. The inputs there are float16,
-    bfloat16 or float32, whose squares are exact in float64: either way gives the same sum.
-    (Integers, never squared there, get a plain multiply.)"""
+    call the fast-math flags of the caller do not reach. For :func:`_streamed_sum`, whose
+    unrolled block of squares would otherwise become one chain of dependent multiply-adds
+    (~1.5x slower in cache); its inputs' squares are exact in float64, so the sum is the same."""
     if not isinstance(v, (types.Float, types.Integer)):
         return None
 
@@ -669,13 +649,8 @@ def _row_sums3(base, a, b, c, n, square):
     ``base[c]``, widened, each from 0, in one loop, each row's lines PREFETCH_BYTES ahead
     hinted first: the row kernel's rows of at most STREAM_BLOCK_BYTES when neighbouring
     outputs take the same row (:func:`_rows_range`), three outputs a third apart (threaded
-    float32: :func:`_streamed_sums3`).
-
-    One :func:`_streamed_sum` per 1 KiB row costs its set-up and a horizontal sum per row:
-    two non-adjacent axes, float32 64 MiB, read from main memory 80-84% of the side-by-side
-    roofline against 83-85% this way. Against the same three streams without prefetching: in
-    the benchmark suite 92-106% against 72-100%, from L3 98-101% against 90-96%, but from
-    main memory 83-85% against 93-97% (the one case measured slower)."""
+    float32: :func:`_streamed_sums3`). Three short rows per loop save a set-up and a
+    horizontal sum per row (docs/kernel-design.md, "Row kernel")."""
     ua = np.uint64(a)
     ub = np.uint64(b)
     uc = np.uint64(c)
@@ -711,14 +686,8 @@ def _streamed_sums3(base, a, b, c, n, square):
     of each at a time, and before each block a software prefetch of each stream's cache lines
     WIDE_PREFETCH_BYTES further on (past a row's end, into the next row: where that stream
     goes next). The block loop as in :func:`_streamed_sum` (compile-time length, squares
-    unfused). The rows of :func:`_float32_rows_parallel`.
-
-    Against :func:`_row_sums3` (each row's prefetches 4 KiB ahead all at its start, then one
-    loop over the row), two non-adjacent axes (256x256x256, axes 0 and 2: rows of 1 KiB),
-    float32 64 MiB read from memory after another job's writes 14-17% faster, loaded from
-    numba's cache (10% freshly compiled); in L3 1-2%. float16 and bfloat16 (whose widening,
-    not memory, sets the pace there) measured the same either way and stay in
-    :func:`_row_sums3`."""
+    unfused). The rows of :func:`_float32_rows_parallel`; float16 and bfloat16, whose
+    widening and not memory sets the pace, stay in :func:`_row_sums3`."""
     block, line, ahead = _wide_steps(base[0])
     last = np.uint64(base.size - 1)
     ua = np.uint64(a)
@@ -848,15 +817,8 @@ def _rows_in_thirds(base, stride, n, square, out, w0, w1):
     """Outputs ``[w0, w1)`` of float32 rows of ``n`` contiguous elements (at least
     STREAM_BLOCK_BYTES), output ``o``'s row from ``base[o * stride]``: GROUP_ROWS outputs at a
     time, and in each group output o of each third side by side (:func:`_streamed_sums3`).
-    Returns the first output of the 0-2 left for the caller.
-
-    Three streams 16 rows apart, each prefetched 2 KiB ahead into its next row, against one
-    row at a time (:func:`_streamed_sum`, 1 KiB blocks 4 KiB ahead): float32 64 MiB loaded
-    from numba's cache, read from memory after another job's writes, rows of 1 KiB 7-13%
-    faster, 4 KiB 9-12%, 16 KiB 3-7% (ReduceL2 4096x4096 95-96% of the roofline kernel's
-    speed there against 89%), 64 KiB 3-6%, 256 KiB 0-6%; from a clean cache 3-9%; in L3 the
-    same. Rows of 512 B and less measured up to 25% slower that way (freshly compiled) and
-    stay one at a time."""
+    Returns the first output of the 0-2 left for the caller. Three prefetched streams 16 rows
+    apart read memory faster than one row at a time (docs/kernel-design.md, "Row kernel")."""
     zero = _zero(widen(base[0]))
     g = w0
     while g + 3 <= w1:
@@ -940,14 +902,9 @@ def _float32_rows_parallel(base, geo, square, out, scratch, most):
     (:func:`_streamed_sums3`; the layouts: :func:`_three_streams`): rows of at most
     STREAM_BLOCK_BYTES, several per output (non-adjacent axes), three outputs' rows side by
     side; whole rows of STREAM_BLOCK_BYTES and more, one per output (inner axis), three at a
-    time (:func:`_rows_in_thirds`).
-
-    A kernel of its own, chosen before the call (:func:`choose_job`), so that the code of
-    :func:`_rows_parallel` stays as it was: with these loops in the same compiled kernel, the
-    long runs of one output (all axes, float32 64 MiB) read from memory 1.25-1.45x slower
-    whenever the kernel came from numba's disk cache. (Loaded from the cache, a kernel runs
-    its own copies of the functions it calls; compiled in the process, it calls the copies
-    compiled for them on their own, which is why that did not show freshly compiled.)"""
+    time (:func:`_rows_in_thirds`). A kernel of its own so that :func:`_rows_parallel`'s code
+    stays as it is when loaded from numba's cache (docs/kernel-design.md, "The numba cache
+    effect")."""
     threads = threads_now()
     block, pieces, n_items = _rows_schedule(geo, base.itemsize, threads, most)
     hi, lo = _partials(scratch, out.size, pieces, False)
@@ -988,111 +945,34 @@ def _two_sum_into(s, c, j, v):
 @njit(cache=True, nogil=True, fastmath=_CONTRACT)
 def _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, square):
     """Add the slices ``[off + row offset, + width * step)`` of reduced rows ``[r0, r1)`` into
-    the column accumulators; TwoSum-compensated for float64 (no fastmath here: it would
-    cancel ``c``; the loops over ``j`` vectorize without it). Call it with a constant
-    ``square`` (a compile-time flag then: a run-time one stays in the inner loops).
+    the column accumulators ``s`` (float64: TwoSum-compensated, the errors into ``c``).
 
-    Contiguous slices add several rows per accumulator update, each row read in order (what
-    the hardware prefetcher follows best):
-
-    * slices of 256 B to 4 KiB (NARROW_BYTES < bytes < WIDE_BYTES): one row from each third of
-      the range, three streams and a third of the accumulator traffic. Against two streams
-      (halves), float32 64 MiB, timed in one process: with the input in cache (L3) 5-10%
-      faster (256-wide middle axis), interleaved with onnxruntime 3-8% faster, read from main
-      memory the same (four streams: ~8% slower). Sums (not squares) read a
-      STREAM_BLOCK_BYTES block at a time, each stream's row a third of PREFETCH_BYTES further
-      on prefetched block by block: float32 64 MiB middle axis in the benchmark suite 91-92%
-      of the side-by-side roofline against 81-87% (onnxruntime, close to the roofline there,
-      1.3-1.8x slower against 0.98-1.05x), read from main memory ~8% slower (prefetching four
-      rows on: 91-101% in the suite, ~15% slower from memory); sums of squares measured ~4%
-      slower in the suite that way and went without. float32 (sums and squares) now reads
-      WIDE_BLOCK_BYTES blocks, each stream's row WIDE_PREFETCH_BYTES further on prefetched,
-      as :func:`_add_wide_rows` does: 256-wide middle axis, 64 MiB, three runs of the suite's
-      float32 outer/middle cells each way, ReduceL2 1.95-2.11 ms against 2.21-2.30 ms (94-98%
-      of the side-by-side roofline against 87-88%), ReduceSum 1.68-1.89 ms against
-      1.57-1.90 ms; five full suite runs, ReduceL2 99-106% side by side against 85-93%; one
-      process, ReduceL2 5% faster from memory and 13% in L3, ReduceSum 6% and 7%. float16
-      and bfloat16 squares go without (see :func:`_is_float32`);
-    * slices of at most NARROW_BYTES: two neighbouring rows from each half (16- and 64-wide
-      float32 middle axes ~6% faster than two rows at a time: accumulator traffic dominates);
-    * slices of WIDE_BYTES or more, whose neighbouring rows are pages apart: the same (4096-wide
-      float32 outer axis, 8 runs of the benchmark suite each: ReduceSum 80-91% of the
-      side-by-side read roofline against 78-87% with thirds, ReduceL2 78-85% against 76-83%;
-      the same in one process, in cache and from memory); float32 instead one row from each
-      third of GROUP_ROWS-row groups, a block at a time with software prefetching
-      (:func:`_add_wide_rows`)."""
-    comp = is_float64(base)
-    nr = rsz.size
-    # row offsets: scalars only in the loops (an array there costs two atomics), so the offset
-    # is spelled out at each use: an inline="always" helper taking rsz/rst measured 2x
-    # slower on a 16-wide middle axis
-    rs = rst[0]
+    Contiguous slices add several rows per accumulator update, each row read in order, which
+    is what the hardware prefetcher follows best: two neighbouring rows from each half (at most
+    NARROW_BYTES, or WIDE_BYTES and more), one row from each third (in between; wide float32:
+    :func:`_add_wide_rows`); why each, measured: docs/kernel-design.md, "Column kernel". Call it
+    with a constant ``square`` (a run-time flag stays in the inner loops). No fastmath beyond
+    contraction: it would cancel ``c``; the loops over ``j`` vectorize without it."""
     if step == 1:
         nbytes = width * base.itemsize
-        uw = np.uint64(width)
         if nbytes >= WIDE_BYTES and _is_float32(base):
             r0 = _add_wide_rows(base, off, r0, r1, rsz, rst, width, s, square)
-        elif nbytes <= NARROW_BYTES or nbytes >= WIDE_BYTES:  # rows r, r + 1 of each half
-            h = (r1 - r0) // 4 * 2
-            for r in range(r0, r0 + h, 2):
-                a0 = np.uint64(off + (r * rs if nr == 1 else _offset(r, rsz, rst, nr)))
-                a1 = np.uint64(off + ((r + 1) * rs if nr == 1 else _offset(r + 1, rsz, rst, nr)))
-                a2 = np.uint64(off + ((r + h) * rs if nr == 1 else _offset(r + h, rsz, rst, nr)))
-                a3 = np.uint64(off + ((r + h + 1) * rs if nr == 1
-                                      else _offset(r + h + 1, rsz, rst, nr)))
-                if comp:
-                    for j in range(uw):
-                        _two_sum_into(s, c, j, (_term(base, a0 + j, square)
-                                                + _term(base, a1 + j, square))
-                                      + (_term(base, a2 + j, square)
-                                         + _term(base, a3 + j, square)))
-                else:
-                    for j in range(uw):
-                        s[j] += ((_term(base, a0 + j, square) + _term(base, a1 + j, square))
-                                 + (_term(base, a2 + j, square) + _term(base, a3 + j, square)))
-            r0 += 2 * h
-        else:  # row r of each third
-            t = (r1 - r0) // 3
-            if _is_float32(base):  # the rows prefetched are all in the slice
-                block, line, _ = _wide_steps(base[0])
-                d = max(1, WIDE_PREFETCH_BYTES // nbytes)  # rows ahead, each of three streams
-            else:
-                block, line, _ = _stream_steps(base[0])
-                d = max(1, PREFETCH_BYTES // (3 * nbytes))
-            for r in range(r0, r0 + t):
-                a0 = np.uint64(off + (r * rs if nr == 1 else _offset(r, rsz, rst, nr)))
-                a1 = np.uint64(off + ((r + t) * rs if nr == 1 else _offset(r + t, rsz, rst, nr)))
-                a2 = np.uint64(off + ((r + 2 * t) * rs if nr == 1
-                                      else _offset(r + 2 * t, rsz, rst, nr)))
-                if comp:
-                    for j in range(uw):
-                        _two_sum_into(s, c, j, (_term(base, a0 + j, square)
-                                                + _term(base, a1 + j, square))
-                                      + _term(base, a2 + j, square))
-                elif square and not _is_float32(base):
-                    for j in range(uw):
-                        s[j] += ((_term(base, a0 + j, square) + _term(base, a1 + j, square))
-                                 + _term(base, a2 + j, square))
-                else:
-                    ahead = r + d < r0 + t  # each stream's row d on, block by block
-                    if ahead:
-                        p0 = np.uint64(off + ((r + d) * rs if nr == 1
-                                              else _offset(r + d, rsz, rst, nr)))
-                        p1 = np.uint64(off + ((r + t + d) * rs if nr == 1
-                                              else _offset(r + t + d, rsz, rst, nr)))
-                        p2 = np.uint64(off + ((r + 2 * t + d) * rs if nr == 1
-                                              else _offset(r + 2 * t + d, rsz, rst, nr)))
-                    for jb in range(np.uint64(0), uw, block):
-                        e = min(jb + block, uw)
-                        if ahead:
-                            for q in range(jb, e, line):
-                                prefetch(base, p0 + q)
-                                prefetch(base, p1 + q)
-                                prefetch(base, p2 + q)
-                        for j in range(jb, e):
-                            s[j] += ((_term(base, a0 + j, square) + _term(base, a1 + j, square))
-                                     + _term(base, a2 + j, square))
-            r0 += 3 * t
+        elif nbytes <= NARROW_BYTES or nbytes >= WIDE_BYTES:
+            r0 = _add_row_pairs(base, off, r0, r1, rsz, rst, width, s, c, square)
+        elif _is_float32(base) or not (square or is_float64(base)):
+            r0 = _add_streamed_thirds(base, off, r0, r1, rsz, rst, width, s, square)
+        else:
+            r0 = _add_thirds(base, off, r0, r1, rsz, rst, width, s, c, square)
+    _add_each_row(base, off, r0, r1, rsz, rst, step, width, s, c, square)
+
+
+@njit(cache=True, nogil=True, fastmath=_CONTRACT)
+def _add_each_row(base, off, r0, r1, rsz, rst, step, width, s, c, square):
+    """:func:`_add_rows` one row per accumulator update: strided slices, and the rows the
+    grouped forms leave over."""
+    comp = is_float64(base)
+    nr = rsz.size
+    rs = rst[0]
     us = np.uint64(step)
     for r in range(r0, r1):
         a = np.uint64(off + (r * rs if nr == 1 else _offset(r, rsz, rst, nr)))
@@ -1105,35 +985,113 @@ def _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, square):
 
 
 @njit(cache=True, nogil=True, fastmath=_CONTRACT)
+def _add_row_pairs(base, off, r0, r1, rsz, rst, width, s, c, square):
+    """:func:`_add_rows` for contiguous slices, rows ``r, r + 1`` of each half of the range per
+    update. Returns the first row of the 0-3 left over.
+
+    Row offsets are scalars spelled out at each use, here and in the other forms: an array
+    in the loop costs two atomics, an inline helper taking ``rsz``/``rst`` measured 2x slower
+    on a 16-wide middle axis."""
+    comp = is_float64(base)
+    nr = rsz.size
+    rs = rst[0]
+    uw = np.uint64(width)
+    h = (r1 - r0) // 4 * 2
+    for r in range(r0, r0 + h, 2):
+        a0 = np.uint64(off + (r * rs if nr == 1 else _offset(r, rsz, rst, nr)))
+        a1 = np.uint64(off + ((r + 1) * rs if nr == 1 else _offset(r + 1, rsz, rst, nr)))
+        a2 = np.uint64(off + ((r + h) * rs if nr == 1 else _offset(r + h, rsz, rst, nr)))
+        a3 = np.uint64(off + ((r + h + 1) * rs if nr == 1
+                              else _offset(r + h + 1, rsz, rst, nr)))
+        if comp:
+            for j in range(uw):
+                _two_sum_into(s, c, j, (_term(base, a0 + j, square)
+                                        + _term(base, a1 + j, square))
+                              + (_term(base, a2 + j, square) + _term(base, a3 + j, square)))
+        else:
+            for j in range(uw):
+                s[j] += ((_term(base, a0 + j, square) + _term(base, a1 + j, square))
+                         + (_term(base, a2 + j, square) + _term(base, a3 + j, square)))
+    return r0 + 2 * h
+
+
+@njit(cache=True, nogil=True, fastmath=_CONTRACT)
+def _add_thirds(base, off, r0, r1, rsz, rst, width, s, c, square):
+    """:func:`_add_rows` for contiguous slices, row ``r`` of each third of the range per update,
+    in a plain loop (float64, and float16/bfloat16 squares: prefetching measured no faster).
+    Returns the first row of the 0-2 left over."""
+    comp = is_float64(base)
+    nr = rsz.size
+    rs = rst[0]
+    uw = np.uint64(width)
+    t = (r1 - r0) // 3
+    for r in range(r0, r0 + t):
+        a0 = np.uint64(off + (r * rs if nr == 1 else _offset(r, rsz, rst, nr)))
+        a1 = np.uint64(off + ((r + t) * rs if nr == 1 else _offset(r + t, rsz, rst, nr)))
+        a2 = np.uint64(off + ((r + 2 * t) * rs if nr == 1
+                              else _offset(r + 2 * t, rsz, rst, nr)))
+        if comp:
+            for j in range(uw):
+                _two_sum_into(s, c, j, (_term(base, a0 + j, square)
+                                        + _term(base, a1 + j, square))
+                              + _term(base, a2 + j, square))
+        else:
+            for j in range(uw):
+                s[j] += ((_term(base, a0 + j, square) + _term(base, a1 + j, square))
+                         + _term(base, a2 + j, square))
+    return r0 + 3 * t
+
+
+@njit(cache=True, nogil=True, fastmath=_CONTRACT)
+def _add_streamed_thirds(base, off, r0, r1, rsz, rst, width, s, square):
+    """:func:`_add_thirds` a block at a time, before each block each stream's row some rows on
+    prefetched (float32: WIDE_BLOCK_BYTES blocks, WIDE_PREFETCH_BYTES on; float16, bfloat16
+    and integer sums: STREAM_BLOCK_BYTES, a third of PREFETCH_BYTES on); the rows prefetched
+    are all in the range. Returns the first row of the 0-2 left over."""
+    nr = rsz.size
+    rs = rst[0]
+    uw = np.uint64(width)
+    t = (r1 - r0) // 3
+    if _is_float32(base):
+        block, line, _ = _wide_steps(base[0])
+        d = max(1, WIDE_PREFETCH_BYTES // (width * base.itemsize))
+    else:
+        block, line, _ = _stream_steps(base[0])
+        d = max(1, PREFETCH_BYTES // (3 * width * base.itemsize))
+    for r in range(r0, r0 + t):
+        a0 = np.uint64(off + (r * rs if nr == 1 else _offset(r, rsz, rst, nr)))
+        a1 = np.uint64(off + ((r + t) * rs if nr == 1 else _offset(r + t, rsz, rst, nr)))
+        a2 = np.uint64(off + ((r + 2 * t) * rs if nr == 1
+                              else _offset(r + 2 * t, rsz, rst, nr)))
+        ahead = r + d < r0 + t
+        if ahead:
+            p0 = np.uint64(off + ((r + d) * rs if nr == 1 else _offset(r + d, rsz, rst, nr)))
+            p1 = np.uint64(off + ((r + t + d) * rs if nr == 1
+                                  else _offset(r + t + d, rsz, rst, nr)))
+            p2 = np.uint64(off + ((r + 2 * t + d) * rs if nr == 1
+                                  else _offset(r + 2 * t + d, rsz, rst, nr)))
+        for jb in range(np.uint64(0), uw, block):
+            e = min(jb + block, uw)
+            if ahead:
+                for q in range(jb, e, line):
+                    prefetch(base, p0 + q)
+                    prefetch(base, p1 + q)
+                    prefetch(base, p2 + q)
+            for j in range(jb, e):
+                s[j] += ((_term(base, a0 + j, square) + _term(base, a1 + j, square))
+                         + _term(base, a2 + j, square))
+    return r0 + 3 * t
+
+
+@njit(cache=True, nogil=True, fastmath=_CONTRACT)
 def _add_wide_rows(base, off, r0, r1, rsz, rst, width, s, square):
     """:func:`_add_rows` for contiguous float32 slices of WIDE_BYTES or more: ``[r0, r1)`` is
     taken GROUP_ROWS rows at a time, and in each group row r of each third per
     accumulator update, a WIDE_BLOCK_BYTES block of each row at a time; before each block,
     each row's cache lines WIDE_PREFETCH_BYTES further on are prefetched (past a row's end,
     the start of the next row, the next one its stream reads). Returns the first row of the
-    0-2 left for the caller to add.
-
-    The hardware prefetcher alone keeps too few reads in flight for this loop (per four
-    widened elements, a load, add and store of an accumulator). float32 4096x4096 outer axis,
-    timed in one process: against the plain loop of :func:`_add_rows` (two neighbouring rows
-    of each half), the blocks and prefetches read from main memory ReduceL2 1-12% and
-    ReduceSum 7-11% faster, in L3 3-13% faster. Against that with two neighbouring rows of
-    each half (the form before this one, whose prefetches past a row's end fetched the row
-    its neighbour stream was reading), thirds of the whole range were 1-5% faster read from
-    memory after another job's writes, the same in L3; thirds of 48-row groups (streams 16
-    rows apart, not 170) 5-9% (groups of 15-96 rows measured alike; 192, no gain; groups of
-    the two-halves form 5-8% slower); 16384x1024 (4 KiB slices) 10-15%. The form matters:
-    1 KiB blocks prefetched 4 KiB ahead (the row kernel's) were no faster from memory and 15%
-    slower in L3; 256 B blocks 4 KiB ahead gained only 1-3% from memory, 1 KiB and 2 KiB ahead
-    5-12% (thirds: 1 KiB ahead the same as 2 KiB, 4 KiB 2-13% slower); ``prefetchnta`` (into
-    L1 only: the L2's own prefetcher no longer helps) took twice as long. The other dtypes
-    stay in :func:`_add_rows`, each measured slower with blocks and prefetches in some state
-    (in the two-halves form; not measured again in thirds):
-    float64 (TwoSum per element) no faster from memory and 6-7% slower in L3; float16 and
-    bfloat16 (half the bytes per element widened) 2-7% slower from memory; int32 sums 9%
-    faster from memory but 9% slower in L3. A function of its own: written into the loop over
-    row pairs of ``_add_rows``, it made that loop's narrow slices (4 and 16 wide middle axes)
-    measure 5-15% slower."""
+    0-2 left for the caller to add. The hardware prefetcher alone keeps too few reads in
+    flight for this loop (measured: docs/kernel-design.md, "Column kernel")."""
     nr = rsz.size
     rs = rst[0]
     uw = np.uint64(width)
@@ -1282,12 +1240,10 @@ def _add_block(base, a, n_rows, width, square, comp, s, c, o):
     """Add the ``n_rows`` contiguous rows of ``width`` elements from ``base[a]`` into
     ``s[o:o + width]``. Widened float16/bfloat16/float32 and integers: four rows per
     accumulator update (two neighbouring rows from each half, as :func:`_add_rows`), then the
-    rows left: a quarter of the accumulator loads and stores. Against one row per update, in
-    one process: float32 (64, 64, 64) middle axis 25 us against 37 us (onnxruntime 35-50 us),
-    512x512 outer axis 24 against 33 us. float64: row by row, each element TwoSum-compensated
-    into ``c`` (four rows added first ran ~40% faster, but the uncompensated pre-sums took its
-    worst error in ``benchmarks/ulp_report.py`` from 0.5 to 0.84-0.92 ulp). Inlined: a call
-    taking the arrays would cost atomic reference-count updates per block."""
+    rows left: a quarter of the accumulator loads and stores. float64: row by row, each
+    element TwoSum-compensated into ``c`` (pre-summed rows lose accuracy). Inlined: a call
+    taking the arrays would cost atomic reference-count updates per block
+    (docs/kernel-design.md, "Small arrays")."""
     uo = np.uint64(o)  # unsigned indices: no wraparound tests, the loops vectorize
     uw = np.uint64(width)
     h = 0 if comp else n_rows // 4 * 2
