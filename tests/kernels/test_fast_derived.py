@@ -237,3 +237,37 @@ def test_an_error_on_the_second_thread_reaches_the_caller(monkeypatch) -> None:
     data[32:] = -1.0
     with pytest.raises(MemoryError, match="second half"):
         _fast("ReduceSumSquare", data, (1,))
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize(("shape", "axes", "walk"), [
+    ((8, 128), (1,), "rows"), ((70000,), (0,), "rows"), ((4, 1, 6, 5), (2, 3), "rows"),
+    ((300, 256), (0,), "columns"), ((6, 5, 1, 4), (0, 1), "columns"),
+    ((16, 70, 64), (1,), None), ((40, 7, 300), (0, 2), None)], ids=str)
+def test_small_float64_states_take_one_call_with_the_general_bits(op, shape, axes, walk,
+                                                                 monkeypatch) -> None:
+    """C-contiguous rows and columns under THREADED_BYTES: the state in one compiled call
+    (the general states path is not called), bit for bit what that path gives; other
+    layouts take the general path."""
+    data = _data(op, shape, np.dtype(np.float64), seed=7)
+    plan = make_plan(Request(latest(op), axes, False, False), shape)
+    found = derived._row_walk(data, plan)
+    assert (None if found is None else "rows" if found[3] == 1 else "columns") == walk
+    if walk is not None:
+        def general(*args):
+            raise AssertionError("the general states path ran")
+        monkeypatch.setattr(derived, "_partial_state", general)
+    got = _fast(op, data, axes)
+    monkeypatch.undo()
+    monkeypatch.setattr(derived, "_row_walk", lambda data, plan: None)
+    np.testing.assert_array_equal(_bits(got), _bits(_fast(op, data, axes)))
+    _assert_within(op, got, data, axes)
+    monkeypatch.undo()
+    data.reshape(-1)[[0, -1]] = [np.inf, np.nan]  # slices the one call hands on
+    got = _fast(op, data, axes)
+    with kernel_path("reference"):
+        want = FUNCTIONS[op](data, axes=list(axes), keepdims=False)
+    special = ~np.isfinite(want)
+    assert special.sum() in (1, 2)
+    np.testing.assert_array_equal(got[special], want[special])
+    np.testing.assert_allclose(got[~special], want[~special], rtol=1e-15)

@@ -13,8 +13,9 @@ ReduceSum and ReduceL2 kernels (:mod:`.sum_l2`): no memory walks of their own.
 * float64, both ops: the compiled partial state of :mod:`..states`, finished (double-double
   sums; SumSquare's squares scaled by a power of two and exact, so it overflows or underflows
   only where the true result does; LogSum's suspects recomputed as above), on two threads from
-  THREADED_BYTES on. A float64 sum rounded to float64 cannot vouch for a float64 log within
-  2 ulp, whatever the bound.
+  THREADED_BYTES on; below that, rows and columns of a C-contiguous input in one call. A
+  float64 sum rounded to float64 cannot vouch for a float64 log within 2 ulp, whatever the
+  bound.
 
 Integers: the reference path (exact integer arithmetic).
 
@@ -41,6 +42,7 @@ from ..exact_log_sum import refine_log_sum
 from ..exact_lse import SAFETY, U, float_format, tolerance_ulps
 from ..reference import kept_first
 from ._common import num_threads, storage_dtype, store
+from .state_rows import one_call_state
 from .sum_l2 import bind_wide, reduce_wide
 
 if TYPE_CHECKING:
@@ -130,7 +132,9 @@ def _float64_from_state(op: str, data: np.ndarray, plan: ReductionPlan) -> np.nd
     the outputs it cannot vouch for recomputed as a one-chunk dask reduction does."""
     if plan.noop or plan.reduced_size == 0 or not data.dtype.isnative:
         return None
-    state = _partial_state(op, data, plan.axes)
+    state = _one_call_state(op, data, plan)
+    if state is None:
+        state = _partial_state(op, data, plan.axes)
     values = np.ascontiguousarray(states.finish(op, state, data.dtype))
     if states.refines(op, data.dtype):
         n = plan.reduced_size
@@ -140,6 +144,37 @@ def _float64_from_state(op: str, data: np.ndarray, plan: ReductionPlan) -> np.nd
             view, nkept = kept_first(data, plan)
             refine_log_sum(view, nkept, values, mask)
     return values.reshape(plan.output_shape)
+
+
+def _one_call_state(op: str, data: np.ndarray, plan: ReductionPlan) -> np.ndarray | None:
+    """:func:`_partial_state` in one compiled call (:func:`.state_rows.one_call_state`: the
+    same bits) for a C-contiguous array under THREADED_BYTES whose reduced dims are all after
+    its kept dims (rows) or all before them (columns); None for other inputs, and where a
+    slice holds inf or NaN."""
+    walk = _row_walk(data, plan)
+    if walk is None:
+        return None
+    shape = tuple(1 if i in plan.axes else size for i, size in enumerate(data.shape))
+    state = np.empty(shape, states.state_dtype(op, _F64))  # as states.partial's
+    return state if one_call_state(op, data.reshape(-1), walk, state.reshape(-1)) else None
+
+
+def _row_walk(data: np.ndarray, plan: ReductionPlan) -> tuple[int, int, int, int] | None:
+    """``(m, n, rs, cs)`` for :mod:`.state_rows`: ``data``'s ``m`` outputs of ``n`` terms
+    ``i*rs + j*cs`` apart when it is a C-contiguous ndarray under THREADED_BYTES whose
+    reduced dims are all after its kept dims or all before them; None otherwise."""
+    flags = data.flags
+    if (type(data) is not np.ndarray or not flags.c_contiguous or not flags.aligned
+            or data.nbytes >= THREADED_BYTES):
+        return None
+    dims = [a in plan.axes for a, size in enumerate(data.shape) if size > 1]
+    n = plan.reduced_size
+    m = data.size // n
+    if dims == sorted(dims):  # kept, then reduced: rows
+        return m, n, n, 1
+    if dims == sorted(dims, reverse=True):  # reduced, then kept: columns
+        return m, n, 1, m
+    return None
 
 
 def _partial_state(op: str, data: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:

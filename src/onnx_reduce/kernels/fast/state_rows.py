@@ -273,6 +273,56 @@ def _scales(peak, exps, scale, rescale):  # pragma: no cover - compiled
             rescale[i] = math.ldexp(1.0, -e - 600)
 
 
+@njit(cache=True, nogil=True)
+def _square_state(base, m, n, rs, cs, exps, head, tail):  # pragma: no cover - compiled
+    """:func:`_sum_square`'s float64 state of rows ``i < m`` of ``n`` terms
+    ``base[i*rs + j*cs]`` in one call; False when a row's largest magnitude is not finite."""
+    peak = np.empty(m)
+    _peaks(base, m, n, rs, cs, True, peak)
+    for i in range(m):
+        if not math.isfinite(peak[i]):
+            return False
+    scale = np.empty(m)
+    rescale = np.empty(m)
+    _scales(peak, exps, scale, rescale)
+    _dd_sums(base, m, n, rs, cs, True, False, scale, rescale, head, tail)
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _log_sum_state(base, m, n, rs, cs, head, tail):  # pragma: no cover - compiled
+    """:func:`_log_sum`'s double-double sums and sums of magnitudes of rows as
+    :func:`_square_state` takes them, in one call; False when one is not finite."""
+    ones = np.ones(m)
+    _dd_sums(base, m, n, rs, cs, False, True, ones, ones, head, tail)
+    for i in range(m):  # noqa: SIM110 - a loop numba compiles (all() of a generator: no)
+        if not math.isfinite(head[i] + head[m + i]):
+            return False
+    return True
+
+
+def one_call_state(op: str, base: np.ndarray, walk: tuple[int, int, int, int],
+                   state: np.ndarray) -> bool:
+    """Fill the flat float64 ReduceSumSquare or ReduceLogSum ``state`` of ``walk = (m, n, rs,
+    cs)`` (rows ``i < m`` of ``n`` terms ``base[i*rs + j*cs]``) in one compiled call: the bits
+    of the rows functions, without their steps in Python (for small arrays, whose Python
+    steps cost many times their arithmetic). False, ``state`` unfilled, where those steps
+    would hand a row to the numpy rows (inf or NaN in it)."""
+    m = walk[0]
+    if op == "ReduceSumSquare":
+        exps, head, tail = np.empty(m, np.int32), np.empty(m), np.empty(m)
+        if not _square_state(base, *walk, exps, head, tail):
+            return False
+        state["exp"], state["head"], state["tail"] = exps, head, tail
+        return True
+    head, tail = np.empty(2 * m), np.empty(2 * m)
+    if not _log_sum_state(base, *walk, head, tail):
+        return False
+    total = _total(head, tail, state.dtype["sum"])
+    state["sum"], state["magnitude"] = total[:m], total[m:]
+    return True
+
+
 # ----------------------------------------------------------------------------- the rows
 
 
