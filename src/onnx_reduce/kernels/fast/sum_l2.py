@@ -77,6 +77,7 @@ from ._common import (
     storage_dtype,
     store,
     threads_now,
+    two_sum,
     widen,
 )
 from ._common import flat_offset as _offset  # (shared with ._lanes)
@@ -1240,9 +1241,9 @@ def _add_block(base, a, n_rows, width, square, comp, s, c, o):
     """Add the ``n_rows`` contiguous rows of ``width`` elements from ``base[a]`` into
     ``s[o:o + width]``. Widened float16/bfloat16/float32 and integers: four rows per
     accumulator update (two neighbouring rows from each half, as :func:`_add_rows`), then the
-    rows left: a quarter of the accumulator loads and stores. float64: row by row, each
-    element TwoSum-compensated into ``c`` (pre-summed rows lose accuracy). Inlined: a call
-    taking the arrays would cost atomic reference-count updates per block
+    rows left: a quarter of the accumulator loads and stores. float64: two rows per update,
+    each element TwoSum-compensated into ``c`` on its own (pre-summed rows lose accuracy).
+    Inlined: a call taking the arrays would cost atomic reference-count updates per block
     (docs/kernel-design.md, "Small arrays")."""
     uo = np.uint64(o)  # unsigned indices: no wraparound tests, the loops vectorize
     uw = np.uint64(width)
@@ -1255,7 +1256,17 @@ def _add_block(base, a, n_rows, width, square, comp, s, c, o):
         for j in range(uw):
             s[uo + j] += ((_term(base, a0 + j, square) + _term(base, a1 + j, square))
                           + (_term(base, a2 + j, square) + _term(base, a3 + j, square)))
-    for r in range(2 * h, n_rows):
+    first = 2 * h
+    if comp:  # two rows per accumulator update, each element added on its own: the same bits
+        for r in range(0, n_rows - 1, 2):
+            a0 = np.uint64(a + r * width)
+            a1 = a0 + uw
+            for j in range(uw):
+                t, e0 = two_sum(s[uo + j], _term(base, a0 + j, square))
+                s[uo + j], e1 = two_sum(t, _term(base, a1 + j, square))
+                c[uo + j] = (c[uo + j] + e0) + e1
+        first = n_rows - n_rows % 2
+    for r in range(first, n_rows):
         row = np.uint64(a + r * width)
         if comp:
             for j in range(uw):
