@@ -499,15 +499,11 @@ def test_long_run_blocks_of_adjacent_rows(op: str, dtype: np.dtype) -> None:
     for m in (7, 8, 9):
         x = make((130, m, 520), dtype, 48 + m)
         canon = _common.canonical(x, (0, 2))
-        geo = sum_l2.packed(canon.kept_sizes, canon.kept_strides, canon.red_sizes,
-                             canon.red_strides)
-        assert sum_l2._row_block(geo, m, 130 * 520, dtype.itemsize, 2) == m  # not 1
+        assert sum_l2._row_block(canon.geometry, m, 130 * 520, dtype.itemsize, 2) == m  # not 1
         assert_close(run(op, x, [0, 2]), expected(x, (0, 2), op))
     y = make((130, 7, 520), dtype, 49)[:, :, :519]  # rows not adjacent: the 64 KiB rule
     canon = _common.canonical(y, (0, 2))
-    geo = sum_l2.packed(canon.kept_sizes, canon.kept_strides, canon.red_sizes,
-                         canon.red_strides)
-    assert sum_l2._row_block(geo, 7, 130 * 519, dtype.itemsize, 2) == 1
+    assert sum_l2._row_block(canon.geometry, 7, 130 * 519, dtype.itemsize, 2) == 1
     assert_close(run(op, y, [0, 2]), expected(y, (0, 2), op))
 
 

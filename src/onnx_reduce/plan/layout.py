@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .cache import BoundedCache
+from .geometry import packed
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,11 @@ class Canonical:
     """Sizes of the collapsed kept dims, input order."""
     flipped: tuple[int, ...]
     """Positions (in the kept shape) of kept axes whose negative strides were flipped."""
+
+    @property
+    def geometry(self) -> np.ndarray:
+        """The dims packed as the kernels read them (:func:`.geometry.packed`, cached)."""
+        return packed(self.kept_sizes, self.kept_strides, self.red_sizes, self.red_strides)
 
     def restore(self, flat: np.ndarray, kept_shape: tuple[int, ...]) -> np.ndarray:
         """``flat`` (one value per output, canonical kept order) in the input's kept order."""

@@ -147,22 +147,22 @@ def _float64_from_state(op: str, data: np.ndarray, plan: ReductionPlan) -> np.nd
 
 
 def _one_call_state(op: str, data: np.ndarray, plan: ReductionPlan) -> np.ndarray | None:
-    """:func:`_partial_state` in one compiled call (:func:`.state_rows.one_call_state`: the
-    same bits) for a C-contiguous array under THREADED_BYTES whose reduced dims are all after
-    its kept dims (rows) or all before them (columns); None for other inputs, and where a
-    slice holds inf or NaN."""
+    """:func:`_partial_state` without the general path's steps in Python
+    (:func:`.state_rows.one_call_state`: the same bits) for a C-contiguous array under
+    THREADED_BYTES whose reduced dims are all after its kept dims (rows) or all before them
+    (columns); None for other inputs, and where a slice holds inf or NaN."""
     walk = _row_walk(data, plan)
     if walk is None:
         return None
-    shape = tuple(1 if i in plan.axes else size for i, size in enumerate(data.shape))
-    state = np.empty(shape, states.state_dtype(op, _F64))  # as states.partial's
-    return state if one_call_state(op, data.reshape(-1), walk, state.reshape(-1)) else None
+    state = np.empty(walk[0], states.state_dtype(op, _F64))  # flat: finished into any shape
+    return state if one_call_state(op, (data.reshape(-1), *walk), state) else None
 
 
 def _row_walk(data: np.ndarray, plan: ReductionPlan) -> tuple[int, int, int, int] | None:
-    """``(m, n, rs, cs)`` for :mod:`.state_rows`: ``data``'s ``m`` outputs of ``n`` terms
-    ``i*rs + j*cs`` apart when it is a C-contiguous ndarray under THREADED_BYTES whose
-    reduced dims are all after its kept dims or all before them; None otherwise."""
+    """``(m, n, rs, cs)``: ``data``'s ``m`` outputs of ``n`` terms ``i*rs + j*cs`` apart (the
+    walk of :mod:`.state_rows` after its base) when it is a C-contiguous ndarray under
+    THREADED_BYTES whose reduced dims are all after its kept dims or all before them; None
+    otherwise."""
     flags = data.flags
     if (type(data) is not np.ndarray or not flags.c_contiguous or not flags.aligned
             or data.nbytes >= THREADED_BYTES):

@@ -65,7 +65,6 @@ from ._common import (
     merged_dims,
     neumaier,
     next_outer,
-    packed,
     parallel_section,
     prefetch,
     reduced_dims,
@@ -264,7 +263,7 @@ def choose_job(canon: Canonical, dtype: np.dtype, plan: ReductionPlan, small: bo
             return None
         block = BLOCK if dtype == np.float64 else LONG_BLOCK
         pieces = _pieces(outputs, plan.reduced_size) if parallel else 1
-        args = (canon.offset, _geometry(canon), block)
+        args = (canon.offset, canon.geometry, block)
         if pieces > 1:
             split = _rows_split if dtype == np.float64 else _rows_online_split
             return Job(split, (*args, pieces), outputs, True)
@@ -275,7 +274,7 @@ def choose_job(canon: Canonical, dtype: np.dtype, plan: ReductionPlan, small: bo
     width = _column_width(kept, dtype.itemsize, parallel)
     items = math.prod(kept[:-1]) * -(-kept[-1] // width)
     pieces = _pieces(items, plan.reduced_size) if parallel else 1
-    args = (canon.offset, _geometry(canon), width)
+    args = (canon.offset, canon.geometry, width)
     if pieces > 1:
         return Job(_columns_split, (*args, pieces), outputs, True)
     return Job(_columns_parallel if parallel else _columns_serial, args, outputs, parallel)
@@ -292,11 +291,6 @@ def _column_width(kept: tuple[int, ...], itemsize: int, parallel: bool) -> int:
     while parallel and width > least and outer * -(-kept[-1] // width) < tasks:
         width //= 2
     return width
-
-
-def _geometry(canon: Canonical) -> np.ndarray:
-    """The packed geometry (:func:`._common.packed`) of a canonical layout."""
-    return packed(canon.kept_sizes, canon.kept_strides, canon.red_sizes, canon.red_strides)
 
 
 @njit(cache=True, inline="always")

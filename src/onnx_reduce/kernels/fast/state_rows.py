@@ -274,53 +274,39 @@ def _scales(peak, exps, scale, rescale):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _square_state(base, m, n, rs, cs, exps, head, tail):  # pragma: no cover - compiled
-    """:func:`_sum_square`'s float64 state of rows ``i < m`` of ``n`` terms
-    ``base[i*rs + j*cs]`` in one call; False when a row's largest magnitude is not finite."""
+def _scaled_square_sums(base, m, n, rs, cs, exps, head, tail, bad):  # pragma: no cover
+    """The double-double sums (``head``, ``tail``) of the squares of rows ``i < m`` of ``n``
+    terms ``base[i*rs + j*cs]``, each row scaled by ``2**-exps[i]`` (:func:`_scales`) first;
+    ``bad`` marks the rows whose largest magnitude is not finite (their sums are of no use).
+    Returns how many there are."""
     peak = np.empty(m)
     _peaks(base, m, n, rs, cs, True, peak)
+    nbad = 0
     for i in range(m):
-        if not math.isfinite(peak[i]):
-            return False
+        bad[i] = not math.isfinite(peak[i])
+        if bad[i]:
+            peak[i] = 1.0  # redone by the numpy rows
+            nbad += 1
     scale = np.empty(m)
     rescale = np.empty(m)
     _scales(peak, exps, scale, rescale)
     _dd_sums(base, m, n, rs, cs, True, False, scale, rescale, head, tail)
-    return True
+    return nbad
 
 
 @njit(cache=True, nogil=True)
-def _log_sum_state(base, m, n, rs, cs, head, tail):  # pragma: no cover - compiled
-    """:func:`_log_sum`'s double-double sums and sums of magnitudes of rows as
-    :func:`_square_state` takes them, in one call; False when one is not finite."""
+def _sums_with_magnitudes(base, m, n, rs, cs, head, tail, bad):  # pragma: no cover
+    """The double-double sums of rows ``i < m`` of ``n`` terms ``base[i*rs + j*cs]`` into
+    ``head[:m]``, ``tail[:m]``, those of their magnitudes into ``head[m:]``, ``tail[m:]``;
+    ``bad`` marks the rows where either is not finite (a finite sum and magnitude may add up
+    past the range: that counts too). Returns how many there are."""
     ones = np.ones(m)
     _dd_sums(base, m, n, rs, cs, False, True, ones, ones, head, tail)
-    for i in range(m):  # noqa: SIM110 - a loop numba compiles (all() of a generator: no)
-        if not math.isfinite(head[i] + head[m + i]):
-            return False
-    return True
-
-
-def one_call_state(op: str, base: np.ndarray, walk: tuple[int, int, int, int],
-                   state: np.ndarray) -> bool:
-    """Fill the flat float64 ReduceSumSquare or ReduceLogSum ``state`` of ``walk = (m, n, rs,
-    cs)`` (rows ``i < m`` of ``n`` terms ``base[i*rs + j*cs]``) in one compiled call: the bits
-    of the rows functions, without their steps in Python (for small arrays, whose Python
-    steps cost many times their arithmetic). False, ``state`` unfilled, where those steps
-    would hand a row to the numpy rows (inf or NaN in it)."""
-    m = walk[0]
-    if op == "ReduceSumSquare":
-        exps, head, tail = np.empty(m, np.int32), np.empty(m), np.empty(m)
-        if not _square_state(base, *walk, exps, head, tail):
-            return False
-        state["exp"], state["head"], state["tail"] = exps, head, tail
-        return True
-    head, tail = np.empty(2 * m), np.empty(2 * m)
-    if not _log_sum_state(base, *walk, head, tail):
-        return False
-    total = _total(head, tail, state.dtype["sum"])
-    state["sum"], state["magnitude"] = total[:m], total[m:]
-    return True
+    nbad = 0
+    for i in range(m):
+        bad[i] = not math.isfinite(head[i] + head[m + i])
+        nbad += bad[i]
+    return nbad
 
 
 # ----------------------------------------------------------------------------- the rows
@@ -355,9 +341,29 @@ def _rows(block: np.ndarray) -> np.ndarray:
 
 
 def _walk(block: np.ndarray) -> tuple[np.ndarray, int, int, int, int]:
+    """``(base, m, n, rs, cs)`` (:func:`_layout`) of ``block``'s rows."""
     found = _layout(_rows(block))
     assert found is not None
     return found
+
+
+def one_call_state(op: str, walk: tuple[np.ndarray, int, int, int, int],
+                   state: np.ndarray) -> bool:
+    """Fill the flat float64 ReduceSumSquare or ReduceLogSum ``state`` of the rows ``walk``
+    (:func:`_layout`'s form) as the rows functions do, without their steps in Python (for
+    small arrays, whose Python steps cost many times their arithmetic): the same bits. False,
+    ``state`` unfilled, where they would hand a row to the numpy rows (inf or NaN in it)."""
+    if op == "ReduceSumSquare":
+        exps, head, tail, bad = _scaled_squares(walk)
+        if bad.any():
+            return False
+        _store_sum_square(state, exps, head, tail)
+        return True
+    head, tail, bad = _sums_and_magnitudes(walk)
+    if bad.any():
+        return False
+    _store_log_sum(state, head, tail)
+    return True
 
 
 def _redo(block: np.ndarray, state: np.ndarray, bad: np.ndarray, numpy_rows: Callable) -> None:
@@ -392,29 +398,35 @@ def _sum(block, state, numpy_rows) -> None:
 def _log_sum(block, state, numpy_rows) -> None:
     """Every float dtype in double-double: the bound of :func:`.states.log_sum_bound` is the
     reference path's (pairwise sums), which a plain vectorized sum would exceed."""
-    base, m, n, rs, cs = _walk(block)
-    head, tail, ones = np.empty(2 * m), np.empty(2 * m), np.ones(m)
-    _dd_sums(base, m, n, rs, cs, False, True, ones, ones, head, tail)
-    total = _total(head, tail, state.dtype["sum"])
-    state["sum"] = total[:m].reshape(state.shape)
-    state["magnitude"] = total[m:].reshape(state.shape)
-    with np.errstate(over="ignore"):  # a finite sum and magnitude may add up past the range
-        bad = ~np.isfinite(head[:m] + head[m:])
+    head, tail, bad = _sums_and_magnitudes(_walk(block))
+    _store_log_sum(state, head, tail)
     _redo(block, state, bad, numpy_rows)
 
 
-def _scaled_squares(block) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """float64 rows: (exp, head, tail, bad): the double-double sums of the squares scaled by
-    2**-exp, and the rows whose largest magnitude is not finite."""
-    base, m, n, rs, cs = _walk(block)
-    peak = np.empty(m)
-    _peaks(base, m, n, rs, cs, True, peak)
-    bad = ~np.isfinite(peak)
-    peak[bad] = 1.0  # redone by the numpy rows
-    exps, scale, rescale = np.empty(m, np.int32), np.empty(m), np.empty(m)
-    _scales(peak, exps, scale, rescale)
-    head, tail = np.empty(m), np.empty(m)
-    _dd_sums(base, m, n, rs, cs, True, False, scale, rescale, head, tail)
+def _sums_and_magnitudes(walk) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(head, tail, bad): the double-double sums of the rows ``walk`` (:func:`_layout`'s
+    form), then of their magnitudes; the rows where either is not finite."""
+    m = walk[1]
+    head, tail, bad = np.empty(2 * m), np.empty(2 * m), np.empty(m, bool)
+    _sums_with_magnitudes(*walk, head, tail, bad)
+    return head, tail, bad
+
+
+def _store_log_sum(state, head, tail) -> None:
+    """The sums and sums of magnitudes (:func:`_sums_and_magnitudes`) into ``state``."""
+    m = head.size // 2
+    total = _total(head, tail, state.dtype["sum"])
+    state["sum"] = total[:m].reshape(state.shape)
+    state["magnitude"] = total[m:].reshape(state.shape)
+
+
+def _scaled_squares(walk) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """float64 rows ``walk`` (:func:`_layout`'s form): (exp, head, tail, bad): the
+    double-double sums of the squares scaled by 2**-exp, and the rows whose largest magnitude
+    is not finite (:func:`_scaled_square_sums`)."""
+    m = walk[1]
+    exps, head, tail, bad = np.empty(m, np.int32), np.empty(m), np.empty(m), np.empty(m, bool)
+    _scaled_square_sums(*walk, exps, head, tail, bad)
     return exps, head, tail, bad
 
 
@@ -426,7 +438,7 @@ def _l2(block, state, numpy_rows) -> None:
         state["exp"] = 0
         state["ssq"] = total.reshape(state.shape)
         return
-    exps, head, tail, bad = _scaled_squares(block)
+    exps, head, tail, bad = _scaled_squares(_walk(block))
     state["exp"] = exps.reshape(state.shape)
     state["ssq"] = _total(head, tail, state.dtype["ssq"]).reshape(state.shape)
     _redo(block, state, bad, numpy_rows)
@@ -436,11 +448,16 @@ def _sum_square(block, state, numpy_rows) -> None:
     if block.dtype != np.float64:
         _l2(block, state, numpy_rows)
         return
-    exps, head, tail, bad = _scaled_squares(block)
+    exps, head, tail, bad = _scaled_squares(_walk(block))
+    _store_sum_square(state, exps, head, tail)
+    _redo(block, state, bad, numpy_rows)
+
+
+def _store_sum_square(state, exps, head, tail) -> None:
+    """The scaled sums of squares (:func:`_scaled_squares`) into ``state``."""
     state["exp"] = exps.reshape(state.shape)
     state["head"] = head.reshape(state.shape)
     state["tail"] = tail.reshape(state.shape)
-    _redo(block, state, bad, numpy_rows)
 
 
 def _log_sum_exp(block, state, numpy_rows) -> None:

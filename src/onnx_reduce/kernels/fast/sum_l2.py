@@ -70,7 +70,6 @@ from ._common import (
     merged_dims,
     neumaier,
     next_outer,
-    packed,
     parallel_section,
     prefetch,
     reduced_dims,
@@ -258,9 +257,9 @@ def _reduce(data: np.ndarray, plan: ReductionPlan, square: bool, wide: bool = Fa
     canon = canonical(data, plan.axes)
     if canon is None:
         return None
-    geo = packed(canon.kept_sizes, canon.kept_strides, canon.red_sizes, canon.red_strides)
     base = canon.base[canon.offset:].view(_STORAGE[dtype])
-    run_job(choose_job(dtype, square, size, n_out, geo, canon.inner_reduced), base, out, acc)
+    run_job(choose_job(dtype, square, size, n_out, canon.geometry, canon.inner_reduced), base,
+            out, acc)
     restored = canon.restore(out.view(result), plan.kept_shape)
     return np.ascontiguousarray(restored).reshape(plan.output_shape)
 
