@@ -89,6 +89,7 @@ from ._exp import (
     half_to_float64,
     log1p_from,
 )
+from .traversal import add, column_walk, row_walks, zero
 
 if TYPE_CHECKING:
     from ..dispatch import Bound
@@ -120,8 +121,6 @@ PROBE = 64
 #: m + MARGIN, none was clamped at m + 600, and sums of terms cannot overflow)...
 MARGIN = 100.0
 _BLOCK_CAP = math.exp(MARGIN)
-#: Elements per cache line of the narrow floats (at least 2 bytes each): prefetch stride.
-_LINE = 16
 #: ...for results of magnitude at least GUARD (else the exact maximum is found first).
 GUARD = 2.0**-8
 #: Narrow-float columns guess each output's shift from its first PROBE_ROWS reduced rows.
@@ -537,30 +536,6 @@ def _term_parts(x, m):
 # ----------------------------------------------------------------------------- rows
 
 
-@njit(cache=True)
-def _keys_contiguous(bits, start, count, key, mag):
-    """Running (key, magnitude) maxima (:func:`_keys_of`) over ``count`` contiguous elements."""
-    return _keys_of(bits[start:start + count], key, mag)
-
-
-@njit(cache=True)
-def _keys_strided(bits, start, count, step, key, mag):
-    """Running (key, magnitude) maxima (:func:`_keys_of`) over ``count`` elements ``step`` apart."""
-    return _keys_of(bits[start:start + (count - 1) * step + 1:step], key, mag)
-
-
-@njit(cache=True)
-def _keys_runs(bits, start, runs, pitch, n, step, key, mag):
-    """:func:`_keys_contiguous` over ``runs`` runs of ``n``, ``pitch`` apart."""
-    for r in range(runs):
-        at = start + r * pitch
-        if step == 1:
-            key, mag = _keys_of(bits[at:at + n], key, mag)
-        else:
-            key, mag = _keys_of(bits[at:at + (n - 1) * step + 1:step], key, mag)
-    return key, mag
-
-
 @njit(cache=True, inline="always")
 def _keys_of(seg, key, mag):
     """``key`` and ``mag`` raised to the largest order-preserving key and magnitude bits in
@@ -571,35 +546,25 @@ def _keys_of(seg, key, mag):
     return key, mag
 
 
-@njit(cache=True, fastmath=REASSOC)
-def _terms_contiguous(base, start, count, m):
-    """(exact part, rest, ties) of the terms ``exp(x - m)`` of ``count`` elements: float64
-    terms in two parts (:func:`_term_parts`), narrower ones summed whole (rest 0)."""
-    return _add_terms(base[start:start + count], m)
+@njit(cache=True, inline="always")
+def _keys_part(seg, m):
+    """(key, magnitude) maxima of ``seg`` (:func:`_keys_of`); ``m`` unused."""
+    return _keys_of(seg, _KEY_FLOOR, 0)
 
 
-@njit(cache=True, fastmath=REASSOC)
-def _terms_strided(base, start, count, step, m):
-    """:func:`_add_terms` over ``count`` elements ``step`` apart."""
-    return _add_terms(base[start:start + (count - 1) * step + 1:step], m)
+@njit(cache=True, inline="always")
+def _no_keys():
+    return _KEY_FLOOR, 0
 
 
-@njit(cache=True, fastmath=REASSOC)
-def _terms_runs(base, start, runs, pitch, n, step, m):
-    """:func:`_terms_contiguous` over ``runs`` runs of ``n``, ``pitch`` apart."""
-    tail = 0.0
-    rest = 0.0
-    ties = 0.0
-    for r in range(runs):
-        at = start + r * pitch
-        if step == 1:
-            t, e, k = _add_terms(base[at:at + n], m)
-        else:
-            t, e, k = _add_terms(base[at:at + (n - 1) * step + 1:step], m)
-        tail += t
-        rest += e
-        ties += k
-    return tail, rest, ties
+@njit(cache=True, inline="always")
+def _max_keys(p, q):
+    return max(p[0], q[0]), max(p[1], q[1])
+
+
+@njit(cache=True, inline="always")
+def _read_bits(base, bits):
+    return bits
 
 
 @njit(cache=True, fastmath=REASSOC, inline="always")
@@ -626,47 +591,28 @@ def _add_terms(seg, m):
     return tail, rest, ties
 
 
+@njit(cache=True, inline="always")
+def _no_terms():
+    return 0.0, 0.0, 0.0
+
+
+@njit(cache=True, inline="always")
+def _join_terms(p, q):
+    return p[0] + q[0], p[1] + q[1], p[2] + q[2]
+
+
+@njit(cache=True, inline="always")
+def _fold_terms(state, part):
+    """A block's (sum of terms, rest, ties) into the compensated (hi, lo, ties)."""
+    hi, lo = neumaier(state[0], state[1], part[0])
+    return hi, lo + part[1], state[2] + part[2]
+
+
 @njit(cache=True)
 def _term_open(d):
     """exp(d) with d clamped to [-700, 600] (-inf gives ~0, +inf e**600), NaN kept."""
     d = -700.0 if d < -700.0 else d
     return exp_nonpos_short(600.0 if d > 600.0 else d)
-
-
-@njit(cache=True, inline="always")
-def _whole_runs(rs, n, run, first, left, block):
-    """How many whole runs of ``n`` elements from ``run`` on are evenly spaced (along the
-    innermost outer reduced dim) and fit in a block with ``left`` elements left; 0 or 1: none
-    to group (one loop nest over short runs saves each run its setup)."""
-    if first or rs.size == 0 or 2 * n > block:
-        return 0
-    along = rs[rs.size - 1]
-    return min(block // n, along - run % along, left // n)
-
-
-@njit(cache=True, fastmath=REASSOC)
-def _guess_runs(base, start, runs, pitch, n, step, m):
-    """:func:`_guess_contiguous` over ``runs`` runs of ``n``, ``pitch`` apart."""
-    total = 0.0
-    for r in range(runs):
-        at = start + r * pitch
-        if step == 1:
-            total += _guess_sum(base[at:at + n], m)
-        else:
-            total += _guess_sum(base[at:at + (n - 1) * step + 1:step], m)
-    return total
-
-
-@njit(cache=True, fastmath=REASSOC)
-def _guess_contiguous(base, start, count, m):
-    """:func:`_guess_sum` over ``count`` contiguous elements."""
-    return _guess_sum(base[start:start + count], m)
-
-
-@njit(cache=True, fastmath=REASSOC)
-def _guess_strided(base, start, count, step, m):
-    """:func:`_guess_sum` over ``count`` elements ``step`` apart."""
-    return _guess_sum(base[start:start + (count - 1) * step + 1:step], m)
 
 
 @njit(cache=True, fastmath=REASSOC, inline="always")
@@ -680,6 +626,39 @@ def _guess_sum(seg, m):
     return total
 
 
+@njit(cache=True, inline="always")
+def _no_total():
+    return 0.0, 0.0
+
+
+@njit(cache=True, inline="always")
+def _fold_sum(state, part):
+    return neumaier(state[0], state[1], part)
+
+
+@njit(cache=True, inline="always")
+def _over_cap(part):
+    """NaN, or an element above ``m + MARGIN``: the guessed shift does not serve."""
+    return not part <= _BLOCK_CAP
+
+
+# The three walks of one output's reduced elements: its maximum (integer keys of the bits),
+# its terms and ties against the maximum, and its terms against a guessed shift (the next
+# block prefetched: the hardware prefetcher alone halves the speed of long split pieces).
+_MAXIMA = row_walks("maxima", part=_keys_part, empty=_no_keys, join=_max_keys,
+                    start=_no_keys, fold=_max_keys, read=_read_bits)
+_TERMS_WALK = row_walks("terms", part=_add_terms, empty=_no_terms, join=_join_terms,
+                        start=_no_terms, fold=_fold_terms, flags={"fastmath": REASSOC})
+_GUESSES = row_walks("guesses", part=_guess_sum, empty=zero, join=add, start=_no_total,
+                     fold=_fold_sum, failed=_over_cap, prefetch_ahead=True,
+                     flags={"fastmath": REASSOC})
+_max_contiguous = _MAXIMA.contiguous
+_max_walk = _MAXIMA.walk
+_terms_contiguous = _TERMS_WALK.contiguous
+_terms_walk = _TERMS_WALK.walk
+_guess_walk = _GUESSES.walk
+
+
 @njit(cache=True)
 def _guess_range(base, bits, off, rs, rst, n, step, a, b, block):
     """Narrow floats, one read of reduced elements ``a..b``: shift by the maximum ``m`` of the
@@ -691,40 +670,10 @@ def _guess_range(base, bits, off, rs, rst, n, step, a, b, block):
     m = _from_key(bits, key, mag)
     if not abs(m) < np.inf:
         return np.nan, 0.0, 0.0
-    hi = 0.0
-    lo = 0.0
-    pos = a
-    while pos < b:
-        run = pos // n
-        first = pos - run * n
-        count = min(n - first, b - pos)
-        start = off + _offset(run, rs, rst) + first * step
-        runs = _whole_runs(rs, n, run, first, b - pos, block)
-        if runs > 1:  # short runs evenly spaced: one loop nest over them
-            t = _guess_runs(base, start, runs, rst[rs.size - 1], n, step, m)
-            if not t <= _BLOCK_CAP:
-                return np.nan, 0.0, 0.0
-            hi, lo = neumaier(hi, lo, t)
-            pos += runs * n
-            continue
-        done = 0
-        while done < count:
-            c = min(block, count - done)
-            if step == 1:
-                # The next block into cache while this one's exponentials run (long pieces of
-                # split reductions: the hardware prefetcher alone halves the speed here).
-                ahead = start + done + c
-                for i in range(ahead, start + min(count, done + c + block), _LINE):
-                    prefetch(bits, i)
-                t = _guess_contiguous(base, start + done, c, m)
-            else:
-                t = _guess_strided(base, start + done * step, c, step, m)
-            if not t <= _BLOCK_CAP:  # NaN, or an element above m + MARGIN
-                return np.nan, 0.0, 0.0
-            hi, lo = neumaier(hi, lo, t)
-            done += c
-        pos += count
-    return m, hi, lo
+    total, served = _guess_walk(base, bits, off, rs, rst, n, step, a, b, m, block)
+    if not served:
+        return np.nan, 0.0, 0.0
+    return m, total[0], total[1]
 
 
 @njit(cache=True)
@@ -745,59 +694,13 @@ def _row_guess(base, bits, off, rs, rst, n, step, total, block):
 @njit(cache=True)
 def _row_max(bits, off, rs, rst, n, step, a, b):
     """(key, magnitude) maxima over reduced elements ``a..b`` (C order) of one output."""
-    key = _KEY_FLOOR
-    mag = 0
-    pos = a
-    while pos < b:
-        run = pos // n
-        first = pos - run * n
-        count = min(n - first, b - pos)
-        start = off + _offset(run, rs, rst) + first * step
-        runs = _whole_runs(rs, n, run, first, b - pos, b - pos)
-        if runs > 1:
-            key, mag = _keys_runs(bits, start, runs, rst[rs.size - 1], n, step, key, mag)
-            count = runs * n
-        elif step == 1:
-            key, mag = _keys_contiguous(bits, start, count, key, mag)
-        else:
-            key, mag = _keys_strided(bits, start, count, step, key, mag)
-        pos += count
-    return key, mag
+    return _max_walk(bits, bits, off, rs, rst, n, step, a, b, 0.0, b - a)[0]
 
 
 @njit(cache=True)
 def _row_sums(base, off, rs, rst, n, step, a, b, m, block):
     """Compensated tail (hi, lo) and tie count over reduced elements ``a..b`` of one output."""
-    hi = 0.0
-    lo = 0.0
-    ties = 0.0
-    pos = a
-    while pos < b:
-        run = pos // n
-        first = pos - run * n
-        count = min(n - first, b - pos)
-        start = off + _offset(run, rs, rst) + first * step
-        runs = _whole_runs(rs, n, run, first, b - pos, block)
-        if runs > 1:
-            t, rest, k = _terms_runs(base, start, runs, rst[rs.size - 1], n, step, m)
-            hi, lo = neumaier(hi, lo, t)
-            lo += rest
-            ties += k
-            pos += runs * n
-            continue
-        done = 0
-        while done < count:
-            c = min(block, count - done)
-            if step == 1:
-                t, rest, k = _terms_contiguous(base, start + done, c, m)
-            else:
-                t, rest, k = _terms_strided(base, start + done * step, c, step, m)
-            hi, lo = neumaier(hi, lo, t)
-            lo += rest
-            ties += k
-            done += c
-        pos += count
-    return hi, lo, ties
+    return _terms_walk(base, base, off, rs, rst, n, step, a, b, m, block)[0]
 
 
 @njit(cache=True)
@@ -1047,32 +950,26 @@ def _rows_online_split(base, bits, offset, geo, block, pieces, out):
 
 
 @njit(cache=True)
-def _column_keys(bits, start, width, step, keys, mags):
-    """Raise ``width`` adjacent outputs' key and magnitude maxima by one row slice (``step``:
-    the outputs' stride)."""
-    if step == 1:
-        seg = bits[start:start + width]
-        for j in range(width):
-            keys[j] = max(keys[j], _key(seg, j))
-            mags[j] = max(mags[j], _magnitude(seg, j))
-    else:
-        sseg = bits[start:start + (width - 1) * step + 1:step]
-        for j in range(width):
-            keys[j] = max(keys[j], _key(sseg, j))
-            mags[j] = max(mags[j], _magnitude(sseg, j))
+def _keys_slice(seg, keys, mags):
+    """Raise adjacent outputs' key and magnitude maxima by one row slice."""
+    for j in range(seg.size):
+        keys[j] = max(keys[j], _key(seg, j))
+        mags[j] = max(mags[j], _magnitude(seg, j))
 
 
 @njit(cache=True)
-def _column_terms(base, start, width, step, peaks, his, los, ties):
-    """Add one row slice's terms into ``width`` adjacent outputs (:func:`_column_add`)."""
-    if step == 1:
-        _column_add(base[start:start + width], peaks, his, los, ties)
-    else:
-        _column_add(base[start:start + (width - 1) * step + 1:step], peaks, his, los, ties)
+def _keys4(s0, s1, s2, s3, keys, mags):
+    """Raise each output's key and magnitude maxima by its elements of four row slices."""
+    for j in range(keys.size):
+        k = max(max(_key(s0, j), _key(s1, j)), max(_key(s2, j), _key(s3, j)))
+        keys[j] = max(keys[j], k)
+        g = max(max(_magnitude(s0, j), _magnitude(s1, j)),
+                max(_magnitude(s2, j), _magnitude(s3, j)))
+        mags[j] = max(mags[j], g)
 
 
 @njit(cache=True)
-def _column_add(seg, peaks, his, los, ties):
+def _terms_slice(seg, peaks, his, los, ties):
     """Add one row slice's terms into the per-output accumulators (float64: compensated)."""
     if is_float64(seg):
         for j in range(seg.size):
@@ -1093,116 +990,6 @@ def _column_add(seg, peaks, his, los, ties):
             ties[j] += 1.0 if x == m else 0.0
 
 
-#: Column pass modes: the maxima; the terms shifted by them; the terms shifted by a guess.
-_KEYS = 0
-_TERMS = 1
-_GUESS = 2
-
-
-@njit(cache=True)
-def _column_pass(base, bits, off, width, step, rs, rst, a, b, mode, keys, mags, peaks, his,
-                 los, ties):
-    """One pass (``mode``) over reduced rows ``a..b`` of a block of ``width`` outputs."""
-    nd = rs.size
-    index = np.zeros(nd, np.int64)
-    rest = a
-    for d in range(nd - 1, -1, -1):
-        q = rest // rs[d]
-        index[d] = rest - q * rs[d]
-        rest = q
-    start = off + _offset(a, rs, rst)
-    last = nd - 1
-    row = a
-    while row < b:
-        # Four rows at a time where the innermost reduced dim has them: one load and store of
-        # the accumulators per four elements.
-        count = 4 if (rs[last] - index[last] >= 4 and b - row >= 4) else 1
-        if step == 1 and count == 4 and rs[last] - index[last] >= 8 and b - row >= 8:
-            _prefetch_rows(bits, start + 4 * rst[last], rst[last], width)
-        if mode == _KEYS:
-            if count == 4:
-                _column_keys4(bits, start, rst[last], width, step, keys, mags)
-            else:
-                _column_keys(bits, start, width, step, keys, mags)
-        elif mode == _TERMS or is_float64(base):
-            if count == 4:
-                _column_terms4(base, start, rst[last], width, step, peaks, his, los, ties)
-            else:
-                _column_terms(base, start, width, step, peaks, his, los, ties)
-        elif count == 4:
-            _column_guess4(base, start, rst[last], width, step, peaks, his)
-        else:
-            _column_guess(base, start, width, step, peaks, his)
-        row += count
-        index[last] += count
-        start += count * rst[last]
-        d = last
-        while index[d] >= rs[d]:  # carry
-            start -= rs[d] * rst[d]
-            index[d] = 0
-            d -= 1
-            if d < 0:
-                break
-            index[d] += 1
-            start += rst[d]
-
-
-@njit(cache=True, inline="always")
-def _prefetch_rows(bits, start, pitch, width):
-    """The next four row slices into cache while this group's are added (the hardware
-    prefetcher alone leaves short slices, e.g. the 1 KiB of a middle axis, waiting on memory)."""
-    line = 64 // bits.itemsize
-    for r in range(4):
-        for i in range(start + r * pitch, start + r * pitch + width, line):
-            prefetch(bits, i)
-
-
-@njit(cache=True, inline="always")
-def _four(arr, start, pitch, width):
-    """Four row slices of ``width`` contiguous elements, ``pitch`` apart."""
-    return (arr[start:start + width], arr[start + pitch:start + pitch + width],
-            arr[start + 2 * pitch:start + 2 * pitch + width],
-            arr[start + 3 * pitch:start + 3 * pitch + width])
-
-
-@njit(cache=True, inline="always")
-def _four_strided(arr, start, pitch, width, step):
-    """Four row slices of ``width`` elements ``step`` apart, ``pitch`` apart."""
-    span = (width - 1) * step + 1
-    return (arr[start:start + span:step], arr[start + pitch:start + pitch + span:step],
-            arr[start + 2 * pitch:start + 2 * pitch + span:step],
-            arr[start + 3 * pitch:start + 3 * pitch + span:step])
-
-
-@njit(cache=True)
-def _column_keys4(bits, start, pitch, width, step, keys, mags):
-    """:func:`_column_keys` for four row slices ``pitch`` apart at once."""
-    if step == 1:
-        _keys4(*_four(bits, start, pitch, width), keys, mags)
-    else:
-        _keys4(*_four_strided(bits, start, pitch, width, step), keys, mags)
-
-
-@njit(cache=True)
-def _keys4(s0, s1, s2, s3, keys, mags):
-    """Raise each output's key and magnitude maxima by its elements of four row slices."""
-    for j in range(keys.size):
-        k = max(max(_key(s0, j), _key(s1, j)), max(_key(s2, j), _key(s3, j)))
-        keys[j] = max(keys[j], k)
-        g = max(max(_magnitude(s0, j), _magnitude(s1, j)),
-                max(_magnitude(s2, j), _magnitude(s3, j)))
-        mags[j] = max(mags[j], g)
-
-
-@njit(cache=True)
-def _column_terms4(base, start, pitch, width, step, peaks, his, los, ties):
-    """:func:`_column_terms` for four row slices ``pitch`` apart at once (:func:`_add4`)."""
-    if step == 1:
-        _add4(*_four(base, start, pitch, width), peaks, his, los, ties)
-    else:
-        _add4(*_four_strided(base, start, pitch, width, step), peaks, his, los, ties)
-
-
 @njit(cache=True, inline="always")
 def _neumaier(hi, lo, v):
     """Neumaier's add for non-negative terms (no ``abs``: a select the loops vectorize, unlike
@@ -1221,7 +1008,7 @@ def _neumaier_parts(hi, lo, x, m):
 
 
 @njit(cache=True)
-def _add4(s0, s1, s2, s3, peaks, his, los, ties):
+def _terms4(s0, s1, s2, s3, peaks, his, los, ties):
     """Four rows' terms into the accumulators (float64: each compensated, in row order)."""
     if is_float64(s0):
         for j in range(peaks.size):
@@ -1253,38 +1040,27 @@ def _add4(s0, s1, s2, s3, peaks, his, los, ties):
 
 
 @njit(cache=True)
-def _column_guess(base, start, width, step, peaks, his):
-    """Add one row slice's terms against the guessed shifts ``peaks`` into ``his`` (no compare,
-    no tie count: :func:`_guess_add`)."""
-    if step == 1:
-        _guess_add(base[start:start + width], peaks, his)
-    else:
-        _guess_add(base[start:start + (width - 1) * step + 1:step], peaks, his)
-
-
-@njit(cache=True)
-def _guess_add(seg, peaks, his):
-    """``his[j] += exp(x_j - peaks[j])`` over a row slice (:func:`_term_open`)."""
+def _guess_slice(seg, peaks, his):
+    """``his[j] += exp(x_j - peaks[j])`` over a row slice against guessed shifts: no compare,
+    no tie count (:func:`_term_open`)."""
     for j in range(seg.size):
         his[j] += _term_open(_wide(seg[j]) - peaks[j])
 
 
 @njit(cache=True)
-def _column_guess4(base, start, pitch, width, step, peaks, his):
-    """:func:`_column_guess` for four row slices ``pitch`` apart at once."""
-    if step == 1:
-        _guess_add4(*_four(base, start, pitch, width), peaks, his)
-    else:
-        _guess_add4(*_four_strided(base, start, pitch, width, step), peaks, his)
-
-
-@njit(cache=True)
-def _guess_add4(s0, s1, s2, s3, peaks, his):
+def _guess4(s0, s1, s2, s3, peaks, his):
     """Four rows' terms shifted by the guessed ``peaks``: no compare, no tie count."""
     for j in range(peaks.size):
         m = peaks[j]
         his[j] += ((_term_open(_wide(s0[j]) - m) + _term_open(_wide(s1[j]) - m))
                    + (_term_open(_wide(s2[j]) - m) + _term_open(_wide(s3[j]) - m)))
+
+
+# The three walks of a block of adjacent outputs over their reduced rows: the maxima, the
+# terms and ties against them, the terms against guessed shifts.
+_column_maxima = column_walk("maxima", _keys_slice, _keys4, read=_read_bits)
+_column_terms = column_walk("terms", _terms_slice, _terms4)
+_column_guesses = column_walk("guesses", _guess_slice, _guess4)
 
 
 @njit(cache=True)
@@ -1318,15 +1094,13 @@ def _column_item(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, item,
         keys[:] = _KEY_FLOOR
         mags[:] = 0
         his[:] = 0.0
-    _column_pass(base, bits, off, w, cstep, rs, rst, 0, total, _KEYS, keys, mags, peaks, his,
-                 los, ties)
+    _column_maxima(base, bits, off, w, cstep, rs, rst, 0, total, (keys, mags))
     finite = False
     for j in range(w):
         peaks[j] = _from_key(bits, keys[j], mags[j])
         finite = finite or abs(peaks[j]) < np.inf
     if finite:
-        _column_pass(base, bits, off, w, cstep, rs, rst, 0, total, _TERMS, keys, mags, peaks,
-                     his, los, ties)
+        _column_terms(base, bits, off, w, cstep, rs, rst, 0, total, (peaks, his, los, ties))
     _finish_all(base, peaks, his, los, ties, res)
     if narrow:
         for j in range(w):
@@ -1368,12 +1142,11 @@ def _store_all(out, o, res):
 def _column_guess_pass(base, bits, off, width, step, rs, rst, total, keys, mags, peaks, his):
     """Narrow floats, one read of a column block: ``his`` = the sums of ``exp(x - peaks)``,
     ``peaks`` the maxima of the first PROBE_ROWS reduced rows (elements: every sum >= 1)."""
-    _column_pass(base, bits, off, width, step, rs, rst, 0, min(total, PROBE_ROWS), _KEYS, keys,
-                 mags, peaks, his, his, his)
+    _column_maxima(base, bits, off, width, step, rs, rst, 0, min(total, PROBE_ROWS),
+                   (keys, mags))
     for j in range(width):
         peaks[j] = _from_key(bits, keys[j], mags[j])
-    _column_pass(base, bits, off, width, step, rs, rst, 0, total, _GUESS, keys, mags, peaks,
-                 his, his, his)
+    _column_guesses(base, bits, off, width, step, rs, rst, 0, total, (peaks, his))
 
 
 @njit(cache=True, parallel=True)
@@ -1426,10 +1199,15 @@ def _columns_split(base, bits, offset, geo, width, pieces, out):
             w = min(width, cols - j0)
             off = offset + _offset(k, ks, kst) + j0 * cstep
             o = k * cols + j0
-            _column_pass(base, bits, off, w, cstep, rs, rst, total * p // pieces,
-                         total * (p + 1) // pieces, _KEYS if first else _TERMS,
-                         keys[p, o:o + w], mags[p, o:o + w], peaks[o:o + w], his[p, o:o + w],
-                         los[p, o:o + w], ties[p, o:o + w])
+            a = total * p // pieces
+            b = total * (p + 1) // pieces
+            if first:
+                _column_maxima(base, bits, off, w, cstep, rs, rst, a, b,
+                               (keys[p, o:o + w], mags[p, o:o + w]))
+            else:
+                _column_terms(base, bits, off, w, cstep, rs, rst, a, b,
+                              (peaks[o:o + w], his[p, o:o + w], los[p, o:o + w],
+                               ties[p, o:o + w]))
         if first:
             for t in range(outputs):
                 peaks[t] = _from_key(bits, keys[:, t].max(), mags[:, t].max())
@@ -1475,7 +1253,8 @@ def _small_rows(base, bits, geo, out):
                 o = next_outer(idx, sizes, ost, m - 2, o)
             start = t * n_in
             if first:
-                keys[o], mags[o] = _keys_contiguous(bits, start, n_in, keys[o], mags[o])
+                keys[o], mags[o] = _max_keys((keys[o], mags[o]),
+                                             _max_contiguous(bits, start, n_in, 0.0))
                 continue
             for b in range(0, n_in, block):
                 tail, rest, k = _terms_contiguous(base, start + b, min(block, n_in - b),
