@@ -935,11 +935,8 @@ def _term(base, a, square):
 def _two_sum_into(s, c, j, v):
     """``s[j] += v``, the rounding error into ``c[j]`` (Knuth's TwoSum: branch-free, so the
     loops over ``j`` vectorize)."""
-    sj = s[j]
-    t = sj + v
-    z = t - sj
-    c[j] += (sj - (t - z)) + (v - z)
-    s[j] = t
+    s[j], e = two_sum(s[j], v)
+    c[j] += e
 
 
 @njit(cache=True, nogil=True, fastmath=_CONTRACT)
