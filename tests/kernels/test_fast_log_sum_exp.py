@@ -219,10 +219,14 @@ def test_large_inputs_take_the_parallel_paths():
     [
         ((8, 128), (1,), "_small_rows", "_rows_serial"),
         ((8, 8, 16), (0, 2), "_small_rows", "_rows_serial"),
-        ((128, 8), (0,), "_small_columns", "_columns_serial"),
+        ((128, 8), (0,), "_small_columns", "_rows_serial"),  # narrow columns: strided rows
+        ((128, 40), (0,), "_small_columns", "_columns_serial"),
         ((16, 512), (0,), "_columns_serial", "_columns_serial"),  # wide columns
         ((2, 70_000), (1,), None, "_rows_split"),  # few outputs: pieces
-        ((70_000, 4), (0,), None, "_columns_split"),
+        ((70_000, 4), (0,), None, "_rows_split"),
+        ((70_000, 40), (0,), None, "_columns_split"),
+        ((20_000, 16), (0,), None, "_rows_parallel"),  # 128 bytes wide, read from cache
+        ((40_000, 16), (0,), None, "_columns_parallel"),  # 128 bytes wide, from memory
         ((600, 130), (0,), None, "_columns_parallel"),
         ((130, 600), (1,), None, "_rows_parallel"),
     ],
@@ -301,15 +305,27 @@ SPECIALS = [
 ]
 
 
+@pytest.fixture
+def column_kernel(monkeypatch):
+    """Narrow columns on the column kernel (they take the row kernels otherwise)."""
+    monkeypatch.setattr(lse_module, "NARROW_COLUMNS_BYTES", 0)
+    monkeypatch.setattr(lse_module, "NARROW_COLUMNS_CACHED", 0)
+    lse_module._JOBS.clear()
+    yield
+    lse_module._JOBS.clear()
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("layout", ["row", "column"])
-def test_special_values(dtype, layout):
+@pytest.mark.parametrize("layout", ["row", "column", "narrow column"])
+def test_special_values(dtype, layout, request):
     with np.errstate(over="ignore"):
         rows = [np.array(v, np.float64).astype(np.float32).astype(dtype) for v in SPECIALS]
     width = max(len(r) for r in rows)
     pad = np.array(-np.inf, dtype)
     x = np.stack([np.concatenate([r, np.full(width - len(r), pad)]) for r in rows])
-    if layout == "column":
+    if layout != "row":
+        if layout == "column":
+            request.getfixturevalue("column_kernel")
         x = np.ascontiguousarray(x.T)
         axes = (0,)
     else:
@@ -447,7 +463,7 @@ def test_guess_serves_or_declines():
 
 
 @pytest.mark.parametrize("dtype", NARROW, ids=str)
-def test_guessed_shift_columns(dtype):
+def test_guessed_shift_columns(dtype, column_kernel):
     # The rows above as columns: the guess (maximum of the first PROBE_ROWS rows) serves some
     # outputs of a work item and declines others, which the exact passes then compute.
     x = np.ascontiguousarray(guess_rows(dtype).T)

@@ -103,6 +103,11 @@ BLOCK = 4096
 LONG_BLOCK = 1024
 #: Narrow floats: elements per chunk of a row read once (max, then terms from cache).
 CHUNK = 8192
+#: Kept innermost runs of at most this many bytes go to the row kernels, each output walking
+#: its strided elements (no setup per row slice); twice as wide for inputs of at most
+#: NARROW_COLUMNS_CACHED bytes, read from cache (docs/kernel-design.md, "Narrow columns").
+NARROW_COLUMNS_BYTES = 64
+NARROW_COLUMNS_CACHED = 4 << 20
 #: Bytes of one row slice of a column work item (wide enough to amortize the per-row setup;
 #: its six float64/int64 accumulator arrays stay in L1).
 COLUMN_BYTES = 2048
@@ -255,9 +260,9 @@ def choose_job(canon: Canonical, dtype: np.dtype, plan: ReductionPlan, small: bo
             return Job(_small_rows, (geo,), outputs, False)
         if sizes[-1] <= SMALL_COLUMNS_MAX_WIDTH:  # a narrow kept innermost run
             return Job(_small_columns, (geo,), outputs, False)
-    if canon.inner_reduced:
-        red, red_st = canon.red_sizes, canon.red_strides
-        step = red_st[-1] if red[-1] > 1 else 1
+    red, red_st = canon.red_sizes, canon.red_strides
+    step = red_st[-1] if red[-1] > 1 else 1
+    if canon.inner_reduced or (step and _narrow_columns(kept, dtype.itemsize, plan)):
         if step == 0:  # a broadcast (stride-0) innermost run: not served
             return None
         block = BLOCK if dtype == np.float64 else LONG_BLOCK
@@ -277,6 +282,17 @@ def choose_job(canon: Canonical, dtype: np.dtype, plan: ReductionPlan, small: bo
     if pieces > 1:
         return Job(_columns_split, (*args, pieces), outputs, True)
     return Job(_columns_parallel if parallel else _columns_serial, args, outputs, parallel)
+
+
+def _narrow_columns(kept: tuple[int, ...], itemsize: int, plan: ReductionPlan) -> bool:
+    """Whether the kept innermost run is so narrow that the row kernels, each output walking its
+    strided elements, beat the column kernel, whose every row slice has its setup: at most
+    NARROW_COLUMNS_BYTES (twice that for inputs of up to NARROW_COLUMNS_CACHED bytes, read
+    from cache however often)."""
+    limit = NARROW_COLUMNS_BYTES
+    if math.prod(plan.shape) * itemsize <= NARROW_COLUMNS_CACHED:
+        limit *= 2
+    return kept[-1] * itemsize <= limit
 
 
 def _column_width(kept: tuple[int, ...], itemsize: int, parallel: bool) -> int:
@@ -603,7 +619,8 @@ def _join_terms(p, q):
 
 @njit(cache=True, inline="always")
 def _fold_terms(state, part):
-    """A block's (sum of terms, rest, ties) into the compensated (hi, lo, ties)."""
+    """A block's (sum of terms, rest, ties) into the compensated (hi, lo, ties); also merges
+    the states of two ranges, in order."""
     hi, lo = neumaier(state[0], state[1], part[0])
     return hi, lo + part[1], state[2] + part[2]
 
@@ -760,10 +777,8 @@ def _row_online(base, bits, off, rs, rst, n, step, a, b, block):
                 ties = 0.0
             m = c
         if abs(m) < np.inf:
-            h, low, k = _row_sums(base, off, rs, rst, n, step, pos, end, m, block)
-            hi, lo = neumaier(hi, lo, h)
-            lo += low
-            ties += k
+            part = _row_sums(base, off, rs, rst, n, step, pos, end, m, block)
+            hi, lo, ties = _fold_terms((hi, lo, ties), part)
         pos = end
     return m, top, hi, lo, ties
 
@@ -840,13 +855,10 @@ def _rows_split(base, bits, offset, geo, block, pieces, out):
             los[task] = lo
             ties[task] = k
     for t in range(outputs):
-        hi = 0.0
-        lo = 0.0
-        k = 0.0
+        state = _no_terms()
         for task in range(t * pieces, (t + 1) * pieces):
-            hi, lo = neumaier(hi, lo, his[task])
-            lo += los[task]
-            k += ties[task]
+            state = _fold_terms(state, (his[task], los[task], ties[task]))
+        hi, lo, k = state
         store(out, t, _finish(base, peaks[t], hi, lo, k))
 
 
@@ -892,9 +904,7 @@ def _merge_online(base, bits, peaks, tops, his, los, ties, pieces, out):
         if abs(m) < np.inf:
             for task in range(first, first + pieces):
                 if peaks[task] == m:
-                    hi, lo = neumaier(hi, lo, his[task])
-                    lo += los[task]
-                    k += ties[task]
+                    hi, lo, k = _fold_terms((hi, lo, k), (his[task], los[task], ties[task]))
                 elif peaks[task] > -np.inf:
                     scaled = (his[task] + los[task] + ties[task]) * math.exp(peaks[task] - m)
                     hi, lo = neumaier(hi, lo, scaled)
@@ -1212,13 +1222,10 @@ def _columns_split(base, bits, offset, geo, width, pieces, out):
             for t in range(outputs):
                 peaks[t] = _from_key(bits, keys[:, t].max(), mags[:, t].max())
     for t in range(outputs):
-        hi = 0.0
-        lo = 0.0
-        k = 0.0
+        state = _no_terms()
         for p in range(pieces):
-            hi, lo = neumaier(hi, lo, his[p, t])
-            lo += los[p, t]
-            k += ties[p, t]
+            state = _fold_terms(state, (his[p, t], los[p, t], ties[p, t]))
+        hi, lo, k = state
         store(out, t, _finish(base, peaks[t], hi, lo, k))
 
 
@@ -1257,11 +1264,8 @@ def _small_rows(base, bits, geo, out):
                                              _max_contiguous(bits, start, n_in, 0.0))
                 continue
             for b in range(0, n_in, block):
-                tail, rest, k = _terms_contiguous(base, start + b, min(block, n_in - b),
-                                                  peaks[o])
-                his[o], los[o] = neumaier(his[o], los[o], tail)
-                los[o] += rest
-                ties[o] += k
+                part = _terms_contiguous(base, start + b, min(block, n_in - b), peaks[o])
+                his[o], los[o], ties[o] = _fold_terms((his[o], los[o], ties[o]), part)
         if first:
             for o in range(n_out):
                 peaks[o] = _from_key(bits, keys[o], mags[o])
