@@ -553,19 +553,15 @@ def _term_parts(x, m):
 
 
 @njit(cache=True, inline="always")
-def _keys_of(seg, key, mag):
-    """``key`` and ``mag`` raised to the largest order-preserving key and magnitude bits in
-    ``seg`` (integer maxima: they vectorize; the magnitude tells whether a NaN is there)."""
+def _keys_part(seg, m):
+    """The largest order-preserving key and magnitude bits in ``seg`` (integer maxima: they
+    vectorize; the magnitude tells whether a NaN is there); ``m`` unused."""
+    key = _KEY_FLOOR
+    mag = 0
     for i in range(seg.size):  # indices from range(n): no negative-index wraparound
         key = max(key, _key(seg, i))
         mag = max(mag, _magnitude(seg, i))
     return key, mag
-
-
-@njit(cache=True, inline="always")
-def _keys_part(seg, m):
-    """(key, magnitude) maxima of ``seg`` (:func:`_keys_of`); ``m`` unused."""
-    return _keys_of(seg, _KEY_FLOOR, 0)
 
 
 @njit(cache=True, inline="always")
