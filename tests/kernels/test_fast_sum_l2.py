@@ -288,9 +288,9 @@ def test_small_float64_column_blocks_compensate_every_element() -> None:
     element at a time: 1e16 + 1 - 1e16 + 1 is exactly 2 (a plain float64 pre-sum of the four
     rows, as the other dtypes take, gives 0). Keeps benchmarks/ulp_report.py's float64
     outer/middle cells at 0.5 ulp."""
-    for width, periods in [(1, 1), (5, 1), (8, 1), (1, 40), (2, 20), (3, 15), (5, 9)]:
+    for width, periods in [(1, 1), (5, 1), (8, 1), (2, 64), (3, 40), (5, 24), (8, 16)]:
         column = np.tile([1e16, 1.0, -1e16, 1.0], periods)  # 2 * periods exactly
-        x = np.repeat(column[:, None], width, axis=1)  # from 40 rows: added in lanes
+        x = np.repeat(column[:, None], width, axis=1)  # from 16 rows of lanes: added in lanes
         assert x.size < sum_l2.PARALLEL_MIN
         two = np.full((1, width), 2.0 * periods)
         np.testing.assert_array_equal(run("sum", x, [0]), two)
@@ -510,15 +510,16 @@ def test_long_run_blocks_of_adjacent_rows(op: str, dtype: np.dtype) -> None:
 @pytest.mark.parametrize(("op", "dtype"), CASES, ids=[f"{o}-{d.name}" for o, d in CASES])
 def test_narrow_columns_in_lanes(op: str, dtype: np.dtype) -> None:
     """Narrow slices whose rows follow each other are added ``k`` rows at a time as one row of
-    LANE_BYTES lanes, the lanes folded at the end: widths from 1 to just past the narrow ones,
-    row counts just short of four rows of lanes, exactly four, and with 0 to k - 1 rows left
-    over; on the one-call path, the column kernel on one thread (reversed views: rows still
-    follow each other; column slices: they do not) and threaded, axis 0 and middle axes."""
+    LANE_BYTES lanes (k of at least 4), the lanes folded at the end: widths from 2 to just past
+    the narrow ones, row counts just short of the rows of lanes each path needs (the column
+    kernel four, the one-call path sixteen), exactly those, and with 0 to k - 1 rows left over;
+    on the one-call path, the column kernel on one thread (reversed views: rows still follow
+    each other; column slices: they do not) and threaded, axis 0 and middle axes."""
     lane = sum_l2.LANE_BYTES // dtype.itemsize
     seed = 300
-    for width in (2, 3, 5, lane // 2, lane // 2 + 1):
+    for width in (2, 3, 5, lane // 4, lane // 4 + 1):
         k = max(1, lane // width)
-        for n_rows in (4 * k - 1, 4 * k, 5 * k - 1, 9 * k + 1):
+        for n_rows in (4 * k - 1, 4 * k, 5 * k - 1, 16 * k - 1, 16 * k, 17 * k - 1):
             seed += 1
             x = make((n_rows, width + 2), dtype, seed)
             cube = make((3, n_rows, width), dtype, seed + 1000)
@@ -526,7 +527,7 @@ def test_narrow_columns_in_lanes(op: str, dtype: np.dtype) -> None:
                      (cube, [1]), (cube[:, ::-1], [1])]
             for y, axes in cases:
                 assert_close(run(op, y, axes), expected(y, tuple(axes), op))
-    for width in (2, 4, lane // 2):  # threaded: more than the (patched) PARALLEL_MIN
+    for width in (2, 4, lane // 4):  # threaded: more than the (patched) PARALLEL_MIN
         x = make((sum_l2.PARALLEL_MIN // width + 5, width), dtype, seed + width)
         assert_close(run(op, x, [0]), expected(x, (0,), op))
         y = make((2, sum_l2.PARALLEL_MIN // width // 2 + 7, width), dtype, seed - width)

@@ -977,8 +977,10 @@ def _add_contiguous(base, off, r0, r1, rsz, rst, width, s, c, square):
 @njit(cache=True, nogil=True, fastmath=_CONTRACT, inline="always")
 def _lane_rows(width, itemsize):
     """How many narrow rows of ``width`` elements make one row of lanes (LANE_BYTES of
-    input); 1 when the rows are not narrow."""
-    return max(1, LANE_BYTES // (width * itemsize))
+    input); 1 when fewer than four would (two measured no faster, and slower on small
+    arrays)."""
+    k = LANE_BYTES // (width * itemsize)
+    return k if k >= 4 else 1
 
 
 @njit(cache=True, nogil=True, fastmath=_CONTRACT)
@@ -1264,8 +1266,11 @@ def _small_nd(base, geo, square, comp, out):
             _finish(out, o, _row_sum(base, o * n_in, n_in, square), zero, square)
         return
     n_rows = 1 if rows or m < 2 else sizes[m - 2]  # the reduced run just outside the columns
-    s = np.full(out.size, zero)
-    c = np.full(out.size, zero)
+    k = 1 if rows else _lane_rows(n_in, base.itemsize)
+    narrow = n_rows >= 16 * k > 16  # rows of lanes (:func:`_add_narrow_rows`), then the rest
+    lanes = LANE_BYTES if narrow else 0  # their room, after the outputs' accumulators
+    s = np.full(out.size + lanes, zero)
+    c = np.full(out.size + lanes, zero)
     idx = np.zeros(m, np.int64)
     unit = n_in * n_rows
     last = m - 2 if rows else m - 3  # the odometer's fastest dim
@@ -1276,10 +1281,8 @@ def _small_nd(base, geo, square, comp, out):
                 o = next_outer(idx, sizes, ost, last, o)
             s[o] += _row_sum(base, u * unit, n_in, square)
     else:
-        k = _lane_rows(n_in, base.itemsize)
-        narrow = n_rows >= 4 * k > 4  # rows of lanes (:func:`_add_narrow_rows`), then the rest
-        t = np.full(LANE_BYTES if narrow else 0, zero)
-        tc = np.full(t.size, zero)
+        t = s[out.size:]
+        tc = c[out.size:]
         done = 0
         for u in range(base.size // unit):
             if u:
