@@ -1,8 +1,10 @@
-"""Shared pieces of the compiled kernels: the single rounding to float16, the threading layer."""
+"""Shared pieces of the compiled kernels: the single rounding to float16, the threading layer,
+one compiled variant per kernel for writeable and read-only inputs."""
 
 from __future__ import annotations
 
 import importlib.metadata
+import inspect
 import os
 import platform
 import subprocess
@@ -13,8 +15,10 @@ import pytest
 
 pytest.importorskip("numba")
 from numba import njit
+from numba.core.registry import CPUDispatcher
 
-from onnx_reduce.kernels.fast import _common
+import onnx_reduce
+from onnx_reduce.kernels.fast import _common, log_sum_exp, sum_l2
 
 
 @njit
@@ -97,3 +101,46 @@ def test_importing_the_kernels_leaves_numba_s_threading_layer_alone() -> None:
     before, after = done.stdout.splitlines()[-2:]
     assert before == "default False False"
     assert after == "forksafe True"
+
+
+@njit(nogil=True)
+def _total(base, out):
+    out[0] = base.sum()
+
+
+def test_entry_for_runs_the_read_only_variant_on_writeable_arrays() -> None:
+    x = np.arange(10, dtype=np.float32)
+    out = np.empty(1, np.float32)
+    entry = _common.entry_for(_total, _common.frozen(np.float32), out)
+    entry(x, out)
+    assert out[0] == 45
+    assert [sig[0].mutable for sig in _total.signatures] == [False]  # nothing compiled for x
+    with pytest.raises(TypeError):
+        entry(np.arange(10.0), out)  # another item size: refused, not misread
+
+
+def _kernels_taking_the_input() -> list:
+    return [value for module in (sum_l2, log_sum_exp) for value in vars(module).values()
+            if isinstance(value, CPUDispatcher)
+            and next(iter(inspect.signature(value.py_func).parameters), None) == "base"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64, np.int64])
+def test_every_path_hands_the_kernels_a_read_only_input(dtype) -> None:
+    """numba types a read-only array apart from a writeable one: bound calls, general calls,
+    views and threaded calls all take the read-only variant, so no kernel compiles twice."""
+    x = (np.arange(1100 * 1000) % 7).astype(dtype).reshape(1100, 1000)
+    frozen = x[:4].copy()
+    frozen.flags.writeable = False
+    functions = [onnx_reduce.reduce_sum, onnx_reduce.reduce_l2]
+    if np.dtype(dtype).kind == "f":
+        functions.append(onnx_reduce.reduce_log_sum_exp)
+    for function in functions:
+        for axes in ([1], [0], None):
+            for data in (x[:4], x[:4, ::-1], frozen, x[:16, :3], x):  # x: threaded
+                function(data, axes=axes)
+                function(data, axes=axes)  # the second call is a bound one
+    signatures = [(kernel.__name__, sig[0]) for kernel in _kernels_taking_the_input()
+                  for sig in kernel.signatures]
+    assert signatures
+    assert [(name, t) for name, t in signatures if t.mutable] == []

@@ -5,6 +5,9 @@ The API, kept small and stable (also used by :mod:`.log_sum_exp`):
 * ``storage_view(a)`` / ``storage_dtype(dtype)``: the array numba reads, a view (never a copy):
   float16 is viewed as uint16 and bfloat16 as int16 (numba has neither type; the integer type
   tells the two apart). Every other dtype is returned as is.
+* ``entry_for(kernel, *args)`` / ``frozen(dtype)``: a kernel's compiled code for the types of
+  ``args``, called directly (bound calls: :func:`entry_for`'s docstring says why), and the
+  read-only example array that types an input as every other path hands it to the kernels.
 * ``is_float64(arr)`` (njit-callable): whether ``arr`` holds float64, a compile-time constant
   (float64 inputs are the ones summed with compensation: there is no wider type to hide in).
 * ``widen(x)`` (njit-callable): one storage element -> float64 for the float types (exact),
@@ -55,6 +58,7 @@ import os
 import sys
 import threading
 import time
+from typing import Any
 
 import numba
 import numpy as np
@@ -82,6 +86,8 @@ __all__ = [
     "Canonical",
     "c_packed",
     "canonical",
+    "entry_for",
+    "frozen",
     "is_float64",
     "kept_dims",
     "memory_order_geometry",
@@ -305,6 +311,25 @@ def storage_view(a: np.ndarray) -> np.ndarray:
     """``a`` as numba can read it: a view, never a copy."""
     storage = _STORAGE.get(a.dtype)
     return a if storage is None else a.view(storage)
+
+
+def frozen(dtype: np.dtype) -> np.ndarray:
+    """An empty read-only 1-D array of ``dtype``: the type of an input as the kernels take it."""
+    example = np.empty(0, dtype)
+    example.setflags(write=False)
+    return example
+
+
+def entry_for(kernel: Any, *args: Any) -> Any:
+    """``kernel`` compiled for the types of ``args`` (from numba's disk cache when there), as a
+    function that takes arrays of those dtypes and ranks without asking numba to type them.
+
+    Bound calls run their kernel this way, with the read-only variant every other path runs
+    (``args`` typing the input with :func:`frozen`): numba types a read-only array apart from
+    a writeable one, so a call through the dispatcher would compile every kernel twice, and
+    making each input read-only costs ~0.5 us a call. The compiled entry checks only the item
+    size of the arrays it is given; the kernels never write to their input."""
+    return kernel.compile(tuple(numba.typeof(arg) for arg in args))
 
 
 _U42 = np.uint64(42)

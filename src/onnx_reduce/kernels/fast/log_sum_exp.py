@@ -58,7 +58,9 @@ from ._common import (
     REASSOC,
     Canonical,
     canonical,
+    entry_for,
     flat_offset,
+    frozen,
     is_float64,
     kept_dims,
     memory_order_geometry,
@@ -156,6 +158,7 @@ def reduce_log_sum_exp(data: np.ndarray, plan: ReductionPlan) -> np.ndarray | No
         if not job:
             return None
         base = storage_view(data).reshape(-1)
+        base.setflags(write=False)  # the variant views and bound calls run (one per kernel)
         restore = None
     else:  # the job depends on the layout only: cached by shape and strides too
         canon = canonical(data, plan.axes)
@@ -215,7 +218,8 @@ def bind_log_sum_exp(dtype: np.dtype, plan: ReductionPlan) -> Bound | None:
     job = None if canon is None else choose_job(canon, dtype, plan, small=True)
     if job is None:
         return None
-    kernel, args = job.kernel, job.args
+    args = job.args
+    kernel = entry_for(job.kernel, frozen(storage), frozen(bits), *args, np.empty(0, storage))
 
     # ravel(), not reshape(-1): a view either way for C-contiguous arrays, ~70 ns less here
     if storage == dtype:

@@ -65,6 +65,8 @@ from ._common import (
     REASSOC,
     c_packed,
     canonical,
+    entry_for,
+    frozen,
     is_float64,
     kept_dims,
     memory_order_geometry,
@@ -209,14 +211,15 @@ def _bind(dtype: np.dtype, plan: ReductionPlan, square: bool, wide: bool = False
             run_job(job, base, out.ravel(), acc)
             return out if ours else out.view(dtype)
         return run
-    kernel = job.kernel
+    kernel = entry_for(job.kernel, frozen(storage), small_geo, np.empty(0, result))
 
     # ravel(), not reshape(-1): a view either way for C-contiguous arrays, ~70 ns less here
     if same:
         def run_small(data: np.ndarray) -> np.ndarray:
             out = np.empty(shape, result)
-            base = data.ravel()
-            if kernel(base, small_geo, out.ravel()):
+            if kernel(data.ravel(), small_geo, out.ravel()):
+                base = data.ravel()
+                base.setflags(write=False)  # the variant the general path runs
                 _redo_l2(base, geo, out.ravel())
             return out
     else:  # float16, bfloat16, integers: no float64 L2 to redo
