@@ -25,14 +25,17 @@ _STALLED_WRITER = textwrap.dedent("""
     import numpy as np
 
     # Ctrl-C as in a terminal: a child that inherits SIGINT ignored (a shell's background job,
-    # or a test run that left it so) keeps it ignored, and CI timed out waiting for it.
+    # or a test run that left it so) keeps it ignored, and CI timed out waiting for it. Nor
+    # does a terminal block them (a mask is inherited too: the TERM case timed out once).
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT, signal.SIGTERM])
 
     def stalled_save(path, *args, **kwargs):
         with open(path, "wb") as file:
             file.write(b"half a file")
         print("writing", flush=True)
-        time.sleep(120)
+        for _ in range(1200):  # a signal taken by another thread is handled within 0.1 s
+            time.sleep(0.1)
 
     np.save = stalled_save
     from onnx_reduce.cli.app import main
