@@ -217,8 +217,8 @@ def _bind(dtype: np.dtype, plan: ReductionPlan, square: bool, wide: bool = False
     if same:
         def run_small(data: np.ndarray) -> np.ndarray:
             out = np.empty(shape, result)
-            if kernel(data.ravel(), small_geo, out.ravel()):
-                base = data.ravel()
+            base = data.ravel()
+            if kernel(base, small_geo, out.ravel()):
                 base.setflags(write=False)  # the variant the general path runs
                 _redo_l2(base, geo, out.ravel())
             return out
