@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("numba")
-from numba import njit
+from numba import njit, types
 from numba.core.registry import CPUDispatcher
 
 import onnx_reduce
@@ -147,3 +147,24 @@ def test_every_path_hands_the_kernels_a_read_only_input(dtype) -> None:
                   for sig in kernel.signatures]
     assert signatures
     assert [(name, t) for name, t in signatures if t.mutable] == []
+
+
+def test_rounded_and_float64_outputs_share_the_row_and_column_kernels() -> None:
+    """ReduceSum (outputs rounded to float32) and ReduceSumSquare/ReduceLogSum (float64
+    outputs of the same sums, :mod:`.derived`) run one compiled variant of each row and
+    column kernel, serial and threaded: the float64 results go to the ``wide`` output."""
+    x = (np.arange(1100 * 1000) % 7 + 1).astype(np.float32).reshape(1100, 1000)
+    functions = [onnx_reduce.reduce_sum, onnx_reduce.reduce_sum_square, onnx_reduce.reduce_log_sum]
+    for function in functions:
+        for data in (x[:4, ::-1], x):  # a view (one thread), and a threaded array
+            for axes in ([1], [0]):
+                function(data, axes=axes)
+    kernels = [sum_l2._rows_serial, sum_l2._cols_serial, sum_l2._float32_rows_parallel,
+               sum_l2._cols_parallel]
+    for kernel in kernels:
+        float32 = [sig for sig in kernel.signatures if sig[0].dtype == types.float32]
+        assert len(float32) == 1, (kernel.__name__, float32)
+    # and the values: sums of small integer squares, exact in float64 and in float32
+    exact = (x[:4, ::-1].astype(np.float64) ** 2).sum(axis=1)
+    got = onnx_reduce.reduce_sum_square(x[:4, ::-1], axes=[1], keepdims=False)
+    assert np.array_equal(got, exact.astype(np.float32))

@@ -143,6 +143,7 @@ _ACCUMULATOR = {
 _STORAGE = {dtype: storage_dtype(dtype) for dtype in _ACCUMULATOR} | {
     np.dtype(np.int32): np.dtype(np.uint32), np.dtype(np.int64): np.dtype(np.uint64)}
 _EMPTY = {acc: np.empty(0, acc) for acc in set(_ACCUMULATOR.values())}
+_NONE = {storage: np.empty(0, storage) for storage in set(_STORAGE.values())}
 _SCRATCH: dict[np.dtype, np.ndarray] = {}
 _TINY_L2 = 2.0**-450  # a float64 L2 below this may have lost its low squares to underflow
 #: Row sums: reassociation, and fused multiply-adds for squares (a float16/bfloat16/float32
@@ -272,12 +273,13 @@ def _reduce(data: np.ndarray, plan: ReductionPlan, square: bool, wide: bool = Fa
 
 
 class Job(NamedTuple):
-    """A kernel chosen by :func:`choose_job`, called as ``kernel(base, *args, out)`` (threaded:
-    ``kernel(base, *args, out, scratch, most)``); it returns whether float64 L2 outputs are
-    left to redo, scaled, on ``geo`` (:func:`run_job` does)."""
+    """A kernel chosen by :func:`choose_job`, called as ``kernel(base, *args, out)`` (small
+    kernels), ``kernel(base, *args, out, wide)`` (the row and column kernels on one thread) or
+    ``kernel(base, *args, out, wide, scratch, most)`` (threaded) by :func:`run_job`; it returns
+    whether float64 L2 outputs are left to redo, scaled, on ``geo``."""
 
     kernel: Any
-    args: tuple  # (memory-order geometry,) for the small kernels; else (geo, square[, empty])
+    args: tuple  # (memory-order geometry,) for the small kernels; else (geo, square)
     geo: np.ndarray  # the canonical geometry of the reduction
     threaded: bool  # a parallel kernel: launched under parallel_section(), with scratch
     most: int = 1  # most pieces per output (threaded kernels)
@@ -301,8 +303,7 @@ def choose_job(dtype: np.dtype, square: bool, size: int, n_out: int, geo: np.nda
     if size < PARALLEL_MIN:
         if small_geo is not None:
             return Job(_small_l2 if square else _small_sum, (small_geo,), geo, False)
-        empty = _EMPTY[_ACCUMULATOR[dtype]]
-        return Job(_rows_serial if inner else _cols_serial, (geo, square, empty), geo, False)
+        return Job(_rows_serial if inner else _cols_serial, (geo, square), geo, False)
     comp = dtype == _F64
     most = min(64, size * dtype.itemsize // (64 * n_out * (16 if comp else 8)))
     need = n_out * most * (2 if comp else 1) if most > 1 else 0
@@ -318,12 +319,18 @@ def choose_job(dtype: np.dtype, square: bool, size: int, n_out: int, geo: np.nda
 def run_job(job: Job, base: np.ndarray, out: np.ndarray, acc: np.dtype) -> None:
     """Run ``job`` on ``base`` into ``out`` (threaded: under :func:`parallel_section`, which
     also guards the scratch of ``acc`` sums), then redo, scaled, the float64 L2 outputs that
-    were unsafe."""
-    if job.threaded:
-        with parallel_section():
-            redo = job.kernel(base, *job.args, out, _scratch(job.need, acc), job.most)
-    else:
+    were unsafe. ``out`` holds the kernels' storage dtype, or ``acc`` (unrounded results: the
+    row and column kernels take it as their ``wide`` output, in the same compiled variant)."""
+    if len(job.args) == 1:  # the small kernels: a variant per output dtype (they are cheap)
         redo = job.kernel(base, *job.args, out)
+    else:
+        narrow, wide = (out, _EMPTY[acc]) if out.dtype == base.dtype else (_NONE[base.dtype], out)
+        if job.threaded:
+            with parallel_section():
+                redo = job.kernel(base, *job.args, narrow, wide, _scratch(job.need, acc),
+                                  job.most)
+        else:
+            redo = job.kernel(base, *job.args, narrow, wide)
     if redo:
         _redo_l2(base, job.geo, out)
 
@@ -459,10 +466,10 @@ def _partials(scratch, n_out, pieces, comp):
 
 
 @njit(cache=True, nogil=True)
-def _settle(hi, lo, pieces, square, comp, out):
+def _settle(hi, lo, pieces, square, comp, out, wide):
     """After the work items: add up the pieces; whether a float64 L2 output needs redoing."""
     if pieces > 1:
-        _combine(hi, lo, pieces, square, comp, out)
+        _combine(hi, lo, pieces, square, comp, out, wide)
     return square and comp and _unsafe_l2(out)
 
 
@@ -501,6 +508,35 @@ def _finish_impl(out, o, s, c, square):
     def impl_int(out, o, s, c, square):
         store(out, o, s)
     return impl_int
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _finish_to(out, wide, o, s, c, square):
+    """:func:`_finish` into ``wide`` (the accumulator dtype, unrounded) when it has room, else
+    into ``out``: the row and column kernels serve both outputs in one compiled variant (a
+    second variant for float64 outputs cost as many compile-seconds again)."""
+    if wide.size:
+        _finish(wide, o, s, c, square)
+    else:
+        _finish(out, o, s, c, square)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _finish_run(out, wide, o, s, c, n, square):
+    """:func:`_finish_to` of ``s[:n], c[:n]`` into outputs ``o, o + 1, ...``: the test of
+    ``wide`` outside the loops, which then vectorize (inside, it cost 1.3 us on 128 outputs)."""
+    if wide.size:
+        for j in range(n):
+            _finish(wide, o + j, s[j], c[j], square)
+    else:
+        for j in range(n):
+            _finish(out, o + j, s[j], c[j], square)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _outputs(out, wide):
+    """How many outputs the row and column kernels store (into ``out`` or ``wide``)."""
+    return max(out.size, wide.size)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -841,7 +877,18 @@ def _rows_in_thirds(base, stride, n, square, out, w0, w1):
 
 
 @njit(cache=True, nogil=True, fastmath=_ROWS_MATH)
-def _rows_work(base, geo, block, pieces, square, comp, out, hi, lo, w0, w1, three):
+def _each_row(base, ksz, kst, n, square, out, w0, w1):
+    """Outputs ``[w0, w1)`` of one contiguous row of ``n`` elements each (kept dims ``ksz``,
+    ``kst``), summed and stored one by one: no per-output calls (short rows are common)."""
+    zero = _zero(widen(base[0]))
+    nk = ksz.size
+    for o in range(w0, w1):
+        a = o * kst[0] if nk == 1 else _offset(o, ksz, kst, nk)
+        _finish(out, o, _streamed_sum(base, a, n, square), zero, square)
+
+
+@njit(cache=True, nogil=True, fastmath=_ROWS_MATH)
+def _rows_work(base, geo, block, pieces, square, comp, out, wide, hi, lo, w0, w1, three):
     """Work items ``[w0, w1)`` of the row kernel: item ``w`` is piece ``w % pieces`` of the
     ``block`` outputs from ``(w // pieces) * block`` on (canonical kept order)."""
     ksz, kst = kept_dims(geo)
@@ -857,11 +904,15 @@ def _rows_work(base, geo, block, pieces, square, comp, out, hi, lo, w0, w1, thre
         # one contiguous row per output: no per-output calls (short rows are common)
         n = rsz[0]
         nk = ksz.size
+        # the output chosen here, each a compiled form of its own: a test of ``wide`` per
+        # output measured 3-5% slower on 64x64 float16 and threaded 2048x2048 float32 rows
         if three and nk == 1 and n * base.itemsize >= STREAM_BLOCK_BYTES:
-            w0 = _rows_in_thirds(base, kst[0], n, square, out, w0, w1)
-        for o in range(w0, w1):
-            a = o * kst[0] if nk == 1 else _offset(o, ksz, kst, nk)
-            _finish(out, o, _streamed_sum(base, a, n, square), zero, square)
+            w0 = (_rows_in_thirds(base, kst[0], n, square, wide, w0, w1) if wide.size
+                  else _rows_in_thirds(base, kst[0], n, square, out, w0, w1))
+        if wide.size:
+            _each_row(base, ksz, kst, n, square, wide, w0, w1)
+        else:
+            _each_row(base, ksz, kst, n, square, out, w0, w1)
         return
     offs = np.empty(block, np.int64)
     s = np.full(block, zero)
@@ -877,17 +928,17 @@ def _rows_work(base, geo, block, pieces, square, comp, out, hi, lo, w0, w1, thre
             c[k] = zero
         _rows_range(base, offs, m, rsz, rst, n_red * p // pieces, n_red * (p + 1) // pieces,
                     square, comp, s, c, three)
+        if pieces == 1:
+            _finish_run(out, wide, o0, s, c, m, square)
+            continue
         for k in range(m):
-            if pieces == 1:
-                _finish(out, o0 + k, s[k], c[k], square)
-            else:
-                hi[p * n_out + o0 + k] = s[k]
-                if comp:
-                    lo[p * n_out + o0 + k] = c[k]
+            hi[p * n_out + o0 + k] = s[k]
+            if comp:
+                lo[p * n_out + o0 + k] = c[k]
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _rows_parallel(base, geo, square, out, scratch, most):
+def _rows_parallel(base, geo, square, out, wide, scratch, most):
     """The row kernel on numba's current thread count; whether a float64 L2 output needs
     redoing. One compiled call does the scheduling, the work and the combining: each step
     run in Python costs tens of microseconds when the caches are cold (as after streaming 64
@@ -895,16 +946,16 @@ def _rows_parallel(base, geo, square, out, scratch, most):
     comp = is_float64(base)
     threads = threads_now()
     block, pieces, n_items = _rows_schedule(geo, base.itemsize, threads, most, comp)
-    hi, lo = _partials(scratch, out.size, pieces, comp)
+    hi, lo = _partials(scratch, _outputs(out, wide), pieces, comp)
     chunks = min(n_items, CHUNKS_PER_THREAD * threads)
     for ch in prange(chunks):
-        _rows_work(base, geo, block, pieces, square, comp, out, hi, lo,
+        _rows_work(base, geo, block, pieces, square, comp, out, wide, hi, lo,
                    n_items * ch // chunks, n_items * (ch + 1) // chunks, False)
-    return _settle(hi, lo, pieces, square, comp, out)
+    return _settle(hi, lo, pieces, square, comp, out, wide)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _float32_rows_parallel(base, geo, square, out, scratch, most):
+def _float32_rows_parallel(base, geo, square, out, wide, scratch, most):
     """:func:`_rows_parallel` reading three float32 streams at a time, a block of each
     (:func:`_streamed_sums3`; the layouts: :func:`_three_streams`): rows of at most
     STREAM_BLOCK_BYTES, several per output (non-adjacent axes), three outputs' rows side by
@@ -914,20 +965,21 @@ def _float32_rows_parallel(base, geo, square, out, scratch, most):
     effect")."""
     threads = threads_now()
     block, pieces, n_items = _rows_schedule(geo, base.itemsize, threads, most)
-    hi, lo = _partials(scratch, out.size, pieces, False)
+    hi, lo = _partials(scratch, _outputs(out, wide), pieces, False)
     chunks = min(n_items, CHUNKS_PER_THREAD * threads)
     for ch in prange(chunks):
-        _rows_work(base, geo, block, pieces, square, False, out, hi, lo,
+        _rows_work(base, geo, block, pieces, square, False, out, wide, hi, lo,
                    n_items * ch // chunks, n_items * (ch + 1) // chunks, True)
-    return _settle(hi, lo, pieces, square, False, out)
+    return _settle(hi, lo, pieces, square, False, out, wide)
 
 
 @njit(cache=True, nogil=True)
-def _rows_serial(base, geo, square, empty, out):
-    """The row kernel on the calling thread (``empty``: a 0-size accumulator array)."""
+def _rows_serial(base, geo, square, out, wide):
+    """The row kernel on the calling thread."""
     comp = is_float64(base)
     block, _, n_items = _rows_schedule(geo, base.itemsize, 1, 1, comp)
-    _rows_work(base, geo, block, 1, square, comp, out, empty, empty, 0, n_items, False)
+    none = wide[:0]  # no partial sums: one piece per output
+    _rows_work(base, geo, block, 1, square, comp, out, wide, none, none, 0, n_items, False)
     return square and comp and _unsafe_l2(out)
 
 
@@ -1182,7 +1234,7 @@ def _columns(comp):
 
 
 @njit(cache=True, nogil=True)
-def _cols_work(base, geo, pieces, square, comp, out, hi, lo, w0, w1):
+def _cols_work(base, geo, pieces, square, comp, out, wide, hi, lo, w0, w1):
     """Work items ``[w0, w1)`` of the column kernel: item ``w`` is piece ``w % pieces`` of the
     block of up to :func:`_columns` adjacent outputs ``w // pieces``."""
     ksz, kst = kept_dims(geo)
@@ -1198,6 +1250,7 @@ def _cols_work(base, geo, pieces, square, comp, out, hi, lo, w0, w1):
     zero = _zero(widen(base[0]))
     s = np.full(max(min(columns, width_all), LANE_BYTES), zero)  # room for narrow lanes
     c = np.full(s.size, zero)
+    n_out = _outputs(out, wide)
     for w in range(w0, w1):
         q = w // pieces
         p = w - q * pieces
@@ -1214,36 +1267,37 @@ def _cols_work(base, geo, pieces, square, comp, out, hi, lo, w0, w1):
             _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, True)
         else:
             _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, False)
+        o = ko * width_all + j0
+        if pieces == 1:
+            _finish_run(out, wide, o, s, c, width, square)
+            continue
         for j in range(width):
-            o = ko * width_all + j0 + j
-            if pieces == 1:
-                _finish(out, o, s[j], c[j], square)
-            else:
-                hi[p * out.size + o] = s[j]
-                if comp:
-                    lo[p * out.size + o] = c[j]
+            hi[p * n_out + o + j] = s[j]
+            if comp:
+                lo[p * n_out + o + j] = c[j]
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _cols_parallel(base, geo, square, out, scratch, most):
+def _cols_parallel(base, geo, square, out, wide, scratch, most):
     """The column kernel on numba's current thread count, as :func:`_rows_parallel`."""
     comp = is_float64(base)
     threads = threads_now()
     pieces, n_items = _cols_schedule(geo, comp, threads, most)
-    hi, lo = _partials(scratch, out.size, pieces, comp)
+    hi, lo = _partials(scratch, _outputs(out, wide), pieces, comp)
     chunks = min(n_items, CHUNKS_PER_THREAD * threads)
     for ch in prange(chunks):
-        _cols_work(base, geo, pieces, square, comp, out, hi, lo,
+        _cols_work(base, geo, pieces, square, comp, out, wide, hi, lo,
                    n_items * ch // chunks, n_items * (ch + 1) // chunks)
-    return _settle(hi, lo, pieces, square, comp, out)
+    return _settle(hi, lo, pieces, square, comp, out, wide)
 
 
 @njit(cache=True, nogil=True)
-def _cols_serial(base, geo, square, empty, out):
+def _cols_serial(base, geo, square, out, wide):
     """The column kernel on the calling thread."""
     comp = is_float64(base)
     _, n_items = _cols_schedule(geo, comp, 1, 1)
-    _cols_work(base, geo, 1, square, comp, out, empty, empty, 0, n_items)
+    none = wide[:0]  # no partial sums: one piece per output
+    _cols_work(base, geo, 1, square, comp, out, wide, none, none, 0, n_items)
     return square and comp and _unsafe_l2(out)
 
 
@@ -1430,20 +1484,21 @@ def _small_l2(base, geo, out):
 
 
 @njit(cache=True, nogil=True)
-def _combine(hi, lo, pieces, square, comp, out):
+def _combine(hi, lo, pieces, square, comp, out, wide):
     """Add each output's pieces, in order (folded when ``comp``), and store the result."""
-    for o in range(out.size):
+    n_out = _outputs(out, wide)
+    for o in range(n_out):
         s = hi[o]
         c = _zero(s)
         if comp:
             c = lo[o]
             for p in range(1, pieces):
-                s, c = neumaier(s, c, hi[p * out.size + o])
-                c += lo[p * out.size + o]
+                s, c = neumaier(s, c, hi[p * n_out + o])
+                c += lo[p * n_out + o]
         else:
             for p in range(1, pieces):
-                s += hi[p * out.size + o]
-        _finish(out, o, s, c, square)
+                s += hi[p * n_out + o]
+        _finish_to(out, wide, o, s, c, square)
 
 
 @njit(cache=True, nogil=True)
