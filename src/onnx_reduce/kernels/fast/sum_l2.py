@@ -143,7 +143,7 @@ _ACCUMULATOR = {
 _STORAGE = {dtype: storage_dtype(dtype) for dtype in _ACCUMULATOR} | {
     np.dtype(np.int32): np.dtype(np.uint32), np.dtype(np.int64): np.dtype(np.uint64)}
 _EMPTY = {acc: np.empty(0, acc) for acc in set(_ACCUMULATOR.values())}
-_NONE = {storage: np.empty(0, storage) for storage in set(_STORAGE.values())}
+_NONE = {storage: np.empty(0, storage) for storage in set(_STORAGE.values())}  # no rounded out
 _SCRATCH: dict[np.dtype, np.ndarray] = {}
 _TINY_L2 = 2.0**-450  # a float64 L2 below this may have lost its low squares to underflow
 #: Row sums: reassociation, and fused multiply-adds for squares (a float16/bfloat16/float32
@@ -513,8 +513,8 @@ def _finish_impl(out, o, s, c, square):
 @njit(cache=True, nogil=True, inline="always")
 def _finish_to(out, wide, o, s, c, square):
     """:func:`_finish` into ``wide`` (the accumulator dtype, unrounded) when it has room, else
-    into ``out``: the row and column kernels serve both outputs in one compiled variant (a
-    second variant for float64 outputs cost as many compile-seconds again)."""
+    into ``out``: the row and column kernels serve both outputs in one compiled variant
+    (float64 outputs compiled a second variant of each, 5-15 s apiece)."""
     if wide.size:
         _finish(wide, o, s, c, square)
     else:
@@ -905,7 +905,8 @@ def _rows_work(base, geo, block, pieces, square, comp, out, wide, hi, lo, w0, w1
         n = rsz[0]
         nk = ksz.size
         # the output chosen here, each a compiled form of its own: a test of ``wide`` per
-        # output measured 3-5% slower on 64x64 float16 and threaded 2048x2048 float32 rows
+        # output measured 9-14% slower on 512x512 float32 views, and sums kept in a buffer
+        # and stored after 3-5% on 64x64 float16 views and threaded 2048x2048 float32 rows
         if three and nk == 1 and n * base.itemsize >= STREAM_BLOCK_BYTES:
             w0 = (_rows_in_thirds(base, kst[0], n, square, wide, w0, w1) if wide.size
                   else _rows_in_thirds(base, kst[0], n, square, out, w0, w1))
