@@ -347,7 +347,7 @@ def test_float32_rows_three_outputs_at_a_time(op: str) -> None:
     dtype = np.dtype(np.float32)
     shortest = sum_l2.STREAM_BLOCK_BYTES // dtype.itemsize
     block = sum_l2.WIDE_BLOCK_BYTES // dtype.itemsize
-    items = sum_l2.CHUNKS_PER_THREAD * numba.get_num_threads()
+    items = sum_l2.CHUNKS_PER_THREAD * _common.num_threads()
     per_item = 2 * sum_l2.GROUP_ROWS + 4  # two whole groups, then three rows and one left
     cases = [
         (make((items * per_item, shortest), dtype, 80), [1]),
@@ -371,7 +371,7 @@ def test_short_rows_of_adjacent_outputs(op: str, dtype: np.dtype) -> None:
     shorter than a block, threaded and serial. The reductions are long enough for one work
     item to take all m outputs (their rows are neighbours), cut in pieces for the threads."""
     longest = sum_l2.STREAM_BLOCK_BYTES // dtype.itemsize
-    threads = numba.get_num_threads()
+    threads = _common.num_threads()
     for m, row in ((7, longest), (8, longest - 3), (9, 37)):
         n = -(-2 * threads * sum_l2.MIN_PIECE_ELEMENTS // row) + 1
         x = make((n, m, row), dtype, 60 + m)
@@ -388,7 +388,7 @@ def test_float64_rows_in_quarter_blocks(op: str) -> None:
     64, four items per thread at least, down to four rows), whose quarters the compensated
     lanes read side by side; rows left over from the quarters (1-3) go one at a time."""
     dtype = np.dtype(np.float64)
-    threads = numba.get_num_threads()
+    threads = _common.num_threads()
     for rows, cols in ((256 * threads, 130), (48 * threads + 3, 1500), (7, 12000)):
         x = make((rows, cols), dtype, rows)
         assert x.size >= sum_l2.PARALLEL_MIN
@@ -872,7 +872,7 @@ def test_forked_child_can_still_reduce() -> None:
     child = context.Process(target=_child, args=(queue,))
     child.start()
     child.join(60)
-    assert child.exitcode == 0
+    assert child.exitcode == 0, f"child exit {child.exitcode} on {numba.threading_layer()}"
     assert queue.get(timeout=5) == 200000.0
 
 

@@ -85,6 +85,15 @@ def test_fork_pools_while_kernels_run() -> None:
     assert out.split()[-1] == "ok", out
 
 
+def test_children_of_a_parent_that_first_asked_for_the_thread_count() -> None:
+    """The process's first reduction asks for numba's thread count before any launch (a large
+    float64 ReduceLogSum, split across two threads by its size): that must not start numba's
+    own threading layer (GNU OpenMP here, which kills every forked child), so the layer is
+    TBB and the children get the exact answers."""
+    out = _run_scenario("count-first", timeout=180)
+    assert out.split()[-2:] == ["tbb", "ok"], out
+
+
 # ----------------------------------------------------------------------------- the scenarios
 
 
@@ -261,12 +270,30 @@ def _pools(tasks: int) -> None:
     print("ok")
 
 
+def _count_first() -> None:
+    import numba
+
+    import onnx_reduce
+    from onnx_reduce.kernels.fast import derived
+
+    rows = -(-derived.THREADED_BYTES // (8 * 256))  # just past the two-thread size
+    x = np.full((rows, 512), 2.0)[:, ::2]
+    assert np.all(onnx_reduce.reduce_log_sum(x, axes=[1]) == np.log(512.0))
+    cases = _cases()
+    _warm_up(cases)  # compiled or loaded in the parent: the children only run them
+    for case in (cases[0], cases[-1]):
+        assert _wait_child(_fork_child(case)) == 0, case[0]
+    print(numba.threading_layer(), "ok")
+
+
 if __name__ == "__main__":
     scenario = sys.argv[1]
     if scenario == "forks":
         _forks(int(sys.argv[2]))
     elif scenario == "fresh":
         _fresh()
+    elif scenario == "count-first":
+        _count_first()
     elif scenario == "first-import":
         _first_import()
     elif scenario == "reentrant":

@@ -267,7 +267,11 @@ def parallel_section() -> threading.RLock:
 
 
 def num_threads() -> int:
-    """How many threads numba's parallel kernels use now."""
+    """How many threads numba's parallel kernels use now. Asking starts numba's threading
+    layer, so the layer is chosen first (:func:`choose_threading_layer`): numba's own pick,
+    GNU OpenMP here, kills every forked child."""
+    if not _layer_chosen:
+        choose_threading_layer()
     return numba.get_num_threads()
 
 
@@ -278,7 +282,7 @@ def threads_now(typingctx):  # type: ignore[no-untyped-def]
     compiles in the address of a ctypes function, which keeps a kernel from being cached on
     disk; a symbol is resolved when the kernel is loaded (parallel kernels start the threading
     layer, which registers it, before they are linked)."""
-    numba.get_num_threads()  # starts the threading layer: the symbol exists from here on
+    num_threads()  # starts the (chosen) threading layer: the symbol exists from here on
 
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
         # declared as numba's own parallel code declares it (one declaration per module),
