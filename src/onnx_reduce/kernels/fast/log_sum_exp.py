@@ -720,23 +720,44 @@ def _row_sums(base, off, rs, rst, n, step, a, b, m, block):
     return _terms_walk(base, base, off, rs, rst, n, step, a, b, m, block)[0]
 
 
-@njit(cache=True)
-def _row(base, bits, offset, ks, kst, rs, rst, n, step, block, t):
-    """ReduceLogSumExp of output ``t`` of the row kernels: narrow floats by the guessed shift
-    (:func:`_row_guess`), else read once in chunks (:func:`_row_online`); float64 a maximum
-    pass, then a terms pass."""
-    off = offset + _offset(t, ks, kst)
+def _row(base, bits, offset, ks, kst, rs, rst, n, step, block, t):  # pragma: no cover
+    """njit-only: ReduceLogSumExp of output ``t`` of the row kernels: narrow floats by the
+    guessed shift (:func:`_row_guess`), else read once in chunks (:func:`_row_online`); float64
+    a maximum pass, then a terms pass. Each dtype compiles its own way only."""
+    raise NotImplementedError
+
+
+@overload(_row)
+def _row_impl(base, bits, offset, ks, kst, rs, rst, n, step, block, t):
+    return _row_float64 if base.dtype == types.float64 else _row_narrow
+
+
+@njit(cache=True, inline="always")
+def _row_total(n, rs):
+    """The elements of one output's reduction: ``n`` per row times the reduced rows."""
     total = n
     for d in range(rs.size):
         total *= rs[d]
-    if not is_float64(base):
-        r = _row_guess(base, bits, off, rs, rst, n, step, total, block)
-        if not math.isnan(r):
-            return r
-        m, mag, hi, lo, ties = _row_online(base, bits, off, rs, rst, n, step, 0, total, block)
-        if _is_nan(bits, mag):
-            return np.nan
-        return _finish(base, m, hi, lo, ties)
+    return total
+
+
+def _row_narrow(base, bits, offset, ks, kst, rs, rst, n, step, block, t):  # pragma: no cover
+    """:func:`_row` of float16, bfloat16 and float32: one read when the guess serves."""
+    off = offset + _offset(t, ks, kst)
+    total = _row_total(n, rs)
+    r = _row_guess(base, bits, off, rs, rst, n, step, total, block)
+    if not math.isnan(r):
+        return r
+    m, mag, hi, lo, ties = _row_online(base, bits, off, rs, rst, n, step, 0, total, block)
+    if _is_nan(bits, mag):
+        return np.nan
+    return _finish(base, m, hi, lo, ties)
+
+
+def _row_float64(base, bits, offset, ks, kst, rs, rst, n, step, block, t):  # pragma: no cover
+    """:func:`_row` of float64: the exact maximum first, then the terms."""
+    off = offset + _offset(t, ks, kst)
+    total = _row_total(n, rs)
     key, mag = _row_max(bits, off, rs, rst, n, step, 0, total)
     m = _from_key(bits, key, mag)
     if not abs(m) < np.inf:
@@ -1095,10 +1116,8 @@ def _column_item(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, item,
     res = np.empty(w)
     narrow = not is_float64(base)
     if narrow:
-        _column_guess_pass(base, bits, off, w, cstep, rs, rst, total, keys, mags, peaks, his)
-        for j in range(w):
-            res[j] = _guessed(base, peaks[j], his[j])
-        if not np.isnan(res).any():
+        if _column_guess_served(base, bits, off, w, cstep, rs, rst, total, keys, mags, peaks,
+                                his, res):
             return _store_all(out, o, res)
         guessed = res.copy()
         keys[:] = _KEY_FLOOR
@@ -1116,6 +1135,29 @@ def _column_item(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, item,
         for j in range(w):
             res[j] = guessed[j] if guessed[j] == guessed[j] else res[j]
     return _store_all(out, o, res)
+
+
+def _column_guess_served(base, bits, off, w, cstep, rs, rst, total, keys, mags, peaks, his,
+                         res):  # pragma: no cover - njit only
+    """njit-only, narrow floats: ``res`` = each output's result from one read with guessed
+    shifts (:func:`_column_guess_pass`, :func:`_guessed`; NaN where the guess did not serve);
+    whether it served them all. float64 never guesses: False, and none of it compiled."""
+    raise NotImplementedError
+
+
+@overload(_column_guess_served)
+def _column_guess_served_impl(base, bits, off, w, cstep, rs, rst, total, keys, mags, peaks,
+                              his, res):
+    if base.dtype == types.float64:
+        return (lambda base, bits, off, w, cstep, rs, rst, total, keys, mags, peaks, his, res:
+                False)
+
+    def impl(base, bits, off, w, cstep, rs, rst, total, keys, mags, peaks, his, res):
+        _column_guess_pass(base, bits, off, w, cstep, rs, rst, total, keys, mags, peaks, his)
+        for j in range(w):
+            res[j] = _guessed(base, peaks[j], his[j])
+        return not np.isnan(res).any()
+    return impl
 
 
 @njit(cache=True, inline="always")

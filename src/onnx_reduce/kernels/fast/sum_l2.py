@@ -978,9 +978,11 @@ def _float32_rows_parallel(base, geo, square, out, wide, scratch, most):
 def _rows_serial(base, geo, square, out, wide):
     """The row kernel on the calling thread."""
     comp = is_float64(base)
-    block, _, n_items = _rows_schedule(geo, base.itemsize, 1, 1, comp)
+    one = np.int64(1)  # not a literal: the parallel kernel's compiled work functions serve
+    block, _, n_items = _rows_schedule(geo, base.itemsize, one, one, comp)
     none = wide[:0]  # no partial sums: one piece per output
-    _rows_work(base, geo, block, 1, square, comp, out, wide, none, none, 0, n_items, False)
+    _rows_work(base, geo, block, one, square, comp, out, wide, none, none, one - 1, n_items,
+               False)
     return square and comp and _unsafe_l2(out)
 
 
@@ -997,6 +999,28 @@ def _two_sum_into(s, c, j, v):
     loops over ``j`` vectorize)."""
     s[j], e = two_sum(s[j], v)
     c[j] += e
+
+
+def _add_rows_either(base, off, r0, r1, rsz, rst, step, width, s, c, square):  # pragma: no cover
+    """njit-only: :func:`_add_rows` with ``square`` made a compile-time constant (each form's
+    loops specialised). Integers never square (their ReduceL2 is the exact reference's), so
+    they compile the sums only."""
+    raise NotImplementedError
+
+
+@overload(_add_rows_either)
+def _add_rows_either_impl(base, off, r0, r1, rsz, rst, step, width, s, c, square):
+    if isinstance(base.dtype, types.Integer) and base.dtype.bitwidth >= 32:  # not 16-bit floats
+        def sums(base, off, r0, r1, rsz, rst, step, width, s, c, square):
+            _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, False)
+        return sums
+
+    def either(base, off, r0, r1, rsz, rst, step, width, s, c, square):
+        if square:
+            _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, True)
+        else:
+            _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, False)
+    return either
 
 
 @njit(cache=True, nogil=True, fastmath=_CONTRACT)
@@ -1264,10 +1288,7 @@ def _cols_work(base, geo, pieces, square, comp, out, wide, hi, lo, w0, w1):
             c[:width] = zero
         r0 = n_red * p // pieces
         r1 = n_red * (p + 1) // pieces
-        if square:
-            _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, True)
-        else:
-            _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, False)
+        _add_rows_either(base, off, r0, r1, rsz, rst, step, width, s, c, square)
         o = ko * width_all + j0
         if pieces == 1:
             _finish_run(out, wide, o, s, c, width, square)
@@ -1296,9 +1317,10 @@ def _cols_parallel(base, geo, square, out, wide, scratch, most):
 def _cols_serial(base, geo, square, out, wide):
     """The column kernel on the calling thread."""
     comp = is_float64(base)
-    _, n_items = _cols_schedule(geo, comp, 1, 1)
+    one = np.int64(1)  # not a literal: the parallel kernel's compiled work functions serve
+    _, n_items = _cols_schedule(geo, comp, one, one)
     none = wide[:0]  # no partial sums: one piece per output
-    _cols_work(base, geo, 1, square, comp, out, wide, none, none, 0, n_items)
+    _cols_work(base, geo, one, square, comp, out, wide, none, none, one - 1, n_items)
     return square and comp and _unsafe_l2(out)
 
 
