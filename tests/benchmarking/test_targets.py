@@ -129,15 +129,29 @@ def test_the_suite_runs_onnx_reduce_on_the_threading_layer_users_get():
     """The roofline kernel launches first; left to numba it would fix GNU OpenMP for the whole
     process (onnx-reduce picks TBB, or workqueue), and OpenMP's spinning workers and torch's
     took the two cores from each other."""
-    code = ("import numba; from onnx_reduce.benchmarking import BenchConfig, run_suite; "
+    code = ("from onnx_reduce.benchmarking import BenchConfig, run_suite; "
             "run_suite(BenchConfig(ops=['sum'], layouts=['inner'], dtypes=['f32'], "
             "sizes=['latency'], repeats=1, runners=['onnx-reduce'], roofline_bytes=2**20, "
-            "exp_limit=False, min_sample_seconds=1e-4)); print(numba.threading_layer())")
+            "exp_limit=False, min_sample_seconds=1e-4))")
+    assert _threading_layer_after(code) in ("tbb", "workqueue")
+
+
+def test_the_memory_child_runs_onnx_reduce_on_the_threading_layer_users_get():
+    """The memory measurement's child sets numba's thread count before its first call, which
+    would start numba's own pick (GNU OpenMP here) and measure a layer users do not get."""
+    code = ("from onnx_reduce.benchmarking.memory import _child; "
+            "_child('ReduceSum', 'inner', 'f32', 2**20, 'onnx-reduce', 2)")
+    assert _threading_layer_after(code) in ("tbb", "workqueue")
+
+
+def _threading_layer_after(code: str) -> str:
+    """numba's threading layer after ``code`` ran in a fresh interpreter (no layer preset)."""
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_THREADING_LAYER"}
     env["PYTHONPATH"] = str(ROOT / "src")
+    code = f"import numba\n{code}\nprint(numba.threading_layer())"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=True, timeout=600)
-    assert out.stdout.split()[-1] in ("tbb", "workqueue")
+    return out.stdout.split()[-1]
 
 
 def test_the_exp_limit_kernel_sums_exp_exactly_enough():

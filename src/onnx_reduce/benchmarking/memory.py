@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from .cases import LAYOUTS, OPS, Case, _split, make_input, normalize_dtype, numpy_dtype
-from .runners import bind, model_for
+from .runners import bind, model_for, set_numba_threads
 
 DEFAULT_BYTES = 128 * 2**20
 BUDGET_FRACTION = 0.05
@@ -66,12 +66,7 @@ def _child(op: str, layout: str, dtype: str, nbytes: int, runner: str, threads: 
         prepared = ort.InferenceSession(model_for(case).SerializeToString(), options,
                                         providers=["CPUExecutionProvider"])
     elif runner == "onnx-reduce":
-        try:
-            import numba
-
-            numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
-        except ImportError:  # pragma: no cover
-            pass
+        set_numba_threads(threads)
     x = make_input(shape, np_dtype)
     call = bind(runner, prepared, x, case)
     out = call()  # warm: compile, first-touch allocations

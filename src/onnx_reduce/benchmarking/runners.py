@@ -138,3 +138,20 @@ def _short(exc: BaseException) -> str:
     if len(text) > 110:
         text = text[:107] + "..."
     return f"{type(exc).__name__}: {text}"
+
+
+def set_numba_threads(threads: int | None) -> int | None:
+    """Set numba's thread count (which starts its threading layer: onnx-reduce's choice first,
+    as its users get it); the previous count."""
+    if threads is None:
+        return None
+    try:
+        import numba
+
+        from ..kernels.fast._common import choose_threading_layer
+    except ImportError:  # pragma: no cover - numba is a dependency
+        return None
+    choose_threading_layer()
+    previous = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    return previous

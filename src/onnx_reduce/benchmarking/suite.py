@@ -25,7 +25,7 @@ from .exact import exact_result, ulp_error
 from .exp_limit import measure_exp_limit
 from .machine import machine_description
 from .results import BenchResults, CellResult
-from .runners import NotAvailable, bind, prepare
+from .runners import NotAvailable, bind, prepare, set_numba_threads
 from .runners import _short as short_error
 from .timing import calibrate, same_calls_per_sample, time_interleaved
 from .verify import compare
@@ -44,7 +44,7 @@ def run_suite(config: BenchConfig, progress: Progress | None = None) -> BenchRes
     """Benchmark every cell of ``config``; ``progress(done, total, label)`` after each cell."""
     started = time.perf_counter()
     machine = machine_description()
-    previous_threads = _set_numba_threads(config.threads)
+    previous_threads = set_numba_threads(config.threads)
     try:
         roofline = _measure_roofline(config)
         exp_limit = measure_exp_limit(threads=config.threads) if config.exp_limit else None
@@ -53,7 +53,7 @@ def run_suite(config: BenchConfig, progress: Progress | None = None) -> BenchRes
         rows = _run_cells(config, cases, prepared, roofline, progress)
         roofline, method = _roofline_again(config, roofline, rows)
     finally:
-        _set_numba_threads(previous_threads)
+        set_numba_threads(previous_threads)
     return BenchResults(
         rows=rows,
         runners=config.runners,
@@ -277,20 +277,3 @@ def _kernel_used(case: Case, x: np.ndarray) -> str:
     except Exception:
         return "?"
     return "fast"
-
-
-def _set_numba_threads(threads: int | None) -> int | None:
-    """Set numba's thread count (which starts its threading layer: onnx-reduce's choice first,
-    as its users get it); the previous count."""
-    if threads is None:
-        return None
-    try:
-        import numba
-
-        from ..kernels.fast._common import choose_threading_layer
-    except ImportError:  # pragma: no cover - numba is a dependency
-        return None
-    choose_threading_layer()
-    previous = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
-    return previous
