@@ -1004,7 +1004,7 @@ def _two_sum_into(s, c, j, v):
 def _add_rows_either(base, off, r0, r1, rsz, rst, step, width, s, c, square):  # pragma: no cover
     """njit-only: :func:`_add_rows` with ``square`` made a compile-time constant (each form's
     loops specialised). Integers never square (their ReduceL2 is the exact reference's), so
-    they compile the sums only."""
+    they compile the sums only, and refuse squares (ValueError)."""
     raise NotImplementedError
 
 
@@ -1012,6 +1012,8 @@ def _add_rows_either(base, off, r0, r1, rsz, rst, step, width, s, c, square):  #
 def _add_rows_either_impl(base, off, r0, r1, rsz, rst, step, width, s, c, square):
     if isinstance(base.dtype, types.Integer) and base.dtype.bitwidth >= 32:  # not 16-bit floats
         def sums(base, off, r0, r1, rsz, rst, step, width, s, c, square):
+            if square:
+                raise ValueError("integer squares are the reference path's")
             _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, False)
         return sums
 
