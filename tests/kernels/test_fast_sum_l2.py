@@ -766,7 +766,6 @@ def test_integer_l2_is_left_to_the_reference() -> None:
     assert onnx_reduce.reduce_l2(x).tolist() == [5]
 
 
-
 def test_integer_column_kernels_refuse_squares() -> None:
     """They compile no square forms (integer ReduceL2 is the reference's): asked for squares
     anyway, they raise instead of returning sums."""
@@ -779,6 +778,7 @@ def test_integer_column_kernels_refuse_squares() -> None:
     wide = np.empty(4, np.uint64)
     sum_l2._cols_serial(base, geo, False, np.empty(0, np.uint32), wide)
     assert wide.tolist() == [12, 15, 18, 21]
+
 
 def test_unserved_inputs_return_none() -> None:
     plan = make_plan(Request(resolve("ReduceSum", 13), None, True, False), (4,))

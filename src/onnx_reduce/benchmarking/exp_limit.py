@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from .runners import set_numba_threads
+
 #: float32 elements of the in-cache array (256 KiB).
 ELEMENTS = 1 << 16
 #: Passes over the array per call (about 16 M exp per call).
@@ -79,13 +81,10 @@ def measure_exp_limit(
 ) -> float:
     """exp throughput in float32 GB/s on ``threads`` threads: the best of ``repeats`` calls
     of :func:`exp_sum_kernel` over an in-cache standard-normal array."""
-    import numba
-
     x = np.random.default_rng(0).standard_normal(elements, np.float32)
     m = float(np.max(x))
     kernel = exp_sum_kernel()
-    previous = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    previous = set_numba_threads(threads)
     nchunks = CHUNKS_PER_THREAD * max(1, threads)
     try:
         kernel(x, m, nchunks, 1)  # compile, bring the array into cache
@@ -95,5 +94,5 @@ def measure_exp_limit(
             kernel(x, m, nchunks, passes)
             best = min(best, time.perf_counter() - start)
     finally:
-        numba.set_num_threads(previous)
+        set_numba_threads(previous)
     return x.nbytes * passes / best / 1e9

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from .runners import set_numba_threads
+
 #: Chunks per thread of one pass (handed out dynamically).
 CHUNKS_PER_THREAD = 16
 _kernel: Any = None
@@ -72,8 +74,7 @@ def measure_read_roofline(nbytes: int = 256 * 2**20, repeats: int = 10, threads:
         import numba
 
         kernel = _numba_kernel()
-        previous = numba.get_num_threads()
-        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+        previous = set_numba_threads(threads)
         nchunks = CHUNKS_PER_THREAD * threads
 
         def one_pass() -> object:
@@ -95,7 +96,6 @@ def measure_read_roofline(nbytes: int = 256 * 2**20, repeats: int = 10, threads:
             one_pass()
             best = min(best, time.perf_counter() - start)
     finally:
-        if previous is not None:
-            numba.set_num_threads(previous)
+        set_numba_threads(previous)
     LAST_METHOD += f", {x.nbytes / 2**20:.0f} MiB, best of {max(1, repeats)}"
     return x.nbytes / best / 1e9

@@ -148,10 +148,9 @@ def set_numba_threads(threads: int | None) -> int | None:
     try:
         import numba
 
-        from ..kernels.fast._common import choose_threading_layer
+        from ..kernels.fast._common import num_threads
     except ImportError:  # pragma: no cover - numba is a dependency
         return None
-    choose_threading_layer()
-    previous = numba.get_num_threads()
+    previous = num_threads()  # chooses the layer first
     numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
     return previous
