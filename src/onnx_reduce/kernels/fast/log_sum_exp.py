@@ -733,8 +733,9 @@ def _row_impl(base, bits, offset, ks, kst, rs, rst, n, step, block, t):
 
 
 @njit(cache=True, inline="always")
-def _row_total(n, rs):
-    """The elements of one output's reduction: ``n`` per row times the reduced rows."""
+def _per_output(n, rs):
+    """The elements of one output's reduction: ``n`` per reduced row (rows: the row's length;
+    columns: 1) times the reduced rows ``rs``."""
     total = n
     for d in range(rs.size):
         total *= rs[d]
@@ -744,7 +745,7 @@ def _row_total(n, rs):
 def _row_narrow(base, bits, offset, ks, kst, rs, rst, n, step, block, t):  # pragma: no cover
     """:func:`_row` of float16, bfloat16 and float32: one read when the guess serves."""
     off = offset + _offset(t, ks, kst)
-    total = _row_total(n, rs)
+    total = _per_output(n, rs)
     r = _row_guess(base, bits, off, rs, rst, n, step, total, block)
     if not math.isnan(r):
         return r
@@ -757,7 +758,7 @@ def _row_narrow(base, bits, offset, ks, kst, rs, rst, n, step, block, t):  # pra
 def _row_float64(base, bits, offset, ks, kst, rs, rst, n, step, block, t):  # pragma: no cover
     """:func:`_row` of float64: the exact maximum first, then the terms."""
     off = offset + _offset(t, ks, kst)
-    total = _row_total(n, rs)
+    total = _per_output(n, rs)
     key, mag = _row_max(bits, off, rs, rst, n, step, 0, total)
     m = _from_key(bits, key, mag)
     if not abs(m) < np.inf:
@@ -841,9 +842,7 @@ def _rows_split(base, bits, offset, geo, block, pieces, out):
     """Rows with each output's reduction cut in ``pieces`` ranges (few outputs, long rows)."""
     ks, kst, rs, rst, n, step = _row_dims(geo)
     outputs = out.size
-    total = n
-    for d in range(rs.size):
-        total *= rs[d]
+    total = _per_output(n, rs)
     tasks = outputs * pieces
     keys = np.empty(tasks, np.int64)
     mags = np.empty(tasks, np.int64)
@@ -940,9 +939,7 @@ def _rows_online_split(base, bits, offset, geo, block, pieces, out):
     (:func:`_row_online`)."""
     ks, kst, rs, rst, n, step = _row_dims(geo)
     outputs = out.size
-    total = n
-    for d in range(rs.size):
-        total *= rs[d]
+    total = _per_output(n, rs)
     tasks = outputs * pieces
     guesses = np.empty(tasks)
     sums = np.empty(tasks)
@@ -1104,9 +1101,7 @@ def _column_item(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, item,
     w = min(width, cols - j0)
     off = offset + _offset(k, ks, kst) + j0 * cstep
     o = k * cols + j0
-    total = 1
-    for d in range(rs.size):
-        total *= rs[d]
+    total = _per_output(1, rs)
     keys = np.full(w, _KEY_FLOOR, np.int64)
     mags = np.zeros(w, np.int64)
     peaks = np.empty(w)
@@ -1229,9 +1224,7 @@ def _columns_split(base, bits, offset, geo, width, pieces, out):
     """Columns with the reduced rows cut in ``pieces`` ranges (few, narrow outputs)."""
     ks, kst, cols, cstep, rs, rst = _column_dims(geo)
     outputs = out.size
-    total = 1
-    for d in range(rs.size):
-        total *= rs[d]
+    total = _per_output(1, rs)
     blocks = (cols + width - 1) // width
     items = outputs // cols * blocks
     keys = np.full((pieces, outputs), _KEY_FLOOR, np.int64)
