@@ -742,6 +742,16 @@ def _per_output(n, rs):
     return total
 
 
+@njit(cache=True, inline="always")
+def _split_task(task, pieces, offset, ks, kst, total):
+    """Task ``task`` of a split row kernel: its output ``t``, the output's offset and the
+    task's range ``a..b`` of that output's ``total`` reduced elements (piece ``task % pieces``
+    of ``pieces`` near-equal ranges)."""
+    t = task // pieces
+    p = task - t * pieces
+    return t, offset + _offset(t, ks, kst), total * p // pieces, total * (p + 1) // pieces
+
+
 def _row_narrow(base, bits, offset, ks, kst, rs, rst, n, step, block, t):  # pragma: no cover
     """:func:`_row` of float16, bfloat16 and float32: one read when the guess serves."""
     off = offset + _offset(t, ks, kst)
@@ -848,11 +858,8 @@ def _rows_split(base, bits, offset, geo, block, pieces, out):
     mags = np.empty(tasks, np.int64)
     for i in prange(tasks):
         task = np.int64(i)
-        t = task // pieces
-        p = task - t * pieces
-        off = offset + _offset(t, ks, kst)
-        key, mag = _row_max(bits, off, rs, rst, n, step, total * p // pieces,
-                            total * (p + 1) // pieces)
+        _, off, a, b = _split_task(task, pieces, offset, ks, kst, total)
+        key, mag = _row_max(bits, off, rs, rst, n, step, a, b)
         keys[task] = key
         mags[task] = mag
     peaks = np.empty(outputs)
@@ -864,13 +871,10 @@ def _rows_split(base, bits, offset, geo, block, pieces, out):
     ties = np.zeros(tasks)
     for i in prange(tasks):
         task = np.int64(i)
-        t = task // pieces
-        p = task - t * pieces
+        t, off, a, b = _split_task(task, pieces, offset, ks, kst, total)
         m = peaks[t]
         if abs(m) < np.inf:
-            off = offset + _offset(t, ks, kst)
-            hi, lo, k = _row_sums(base, off, rs, rst, n, step, total * p // pieces,
-                                  total * (p + 1) // pieces, m, block)
+            hi, lo, k = _row_sums(base, off, rs, rst, n, step, a, b, m, block)
             his[task] = hi
             los[task] = lo
             ties[task] = k
@@ -945,11 +949,8 @@ def _rows_online_split(base, bits, offset, geo, block, pieces, out):
     sums = np.empty(tasks)
     for i in prange(tasks):
         task = np.int64(i)
-        t = task // pieces
-        p = task - t * pieces
-        off = offset + _offset(t, ks, kst)
-        m, hi, lo = _guess_range(base, bits, off, rs, rst, n, step, total * p // pieces,
-                                 total * (p + 1) // pieces, block)
+        _, off, a, b = _split_task(task, pieces, offset, ks, kst, total)
+        m, hi, lo = _guess_range(base, bits, off, rs, rst, n, step, a, b, block)
         guesses[task] = m
         sums[task] = hi + lo
     if _merge_guesses(base, guesses, sums, pieces, out):
@@ -961,11 +962,8 @@ def _rows_online_split(base, bits, offset, geo, block, pieces, out):
     ties = np.empty(tasks)
     for i in prange(tasks):
         task = np.int64(i)
-        t = task // pieces
-        p = task - t * pieces
-        off = offset + _offset(t, ks, kst)
-        m, top, hi, lo, k = _row_online(base, bits, off, rs, rst, n, step,
-                                        total * p // pieces, total * (p + 1) // pieces, block)
+        _, off, a, b = _split_task(task, pieces, offset, ks, kst, total)
+        m, top, hi, lo, k = _row_online(base, bits, off, rs, rst, n, step, a, b, block)
         peaks[task] = m
         tops[task] = top
         his[task] = hi
