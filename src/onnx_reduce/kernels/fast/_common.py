@@ -30,7 +30,7 @@ The API, kept small and stable (also used by :mod:`.log_sum_exp`):
   NUMBA_THREADING_LAYER, none launched), numba's ``"forksafe"`` choice is made (TBB if
   installed, else workqueue; numba documents GNU OpenMP, its default pick here, as unsafe in
   a forked child), after making pip's TBB loadable (``tbb`` is a dependency on Linux x86-64:
-  the workqueue layer costs ~0.35 ms per launch here). ``num_threads()``: numba's thread
+  the workqueue layer launches far slower). ``num_threads()``: numba's thread
   count; ``threads_now()`` (njit-callable, in ``parallel=True`` kernels) the same, without
   keeping the kernel from the disk cache.
 * the packed geometries of :mod:`onnx_reduce.plan.geometry` (``packed``, ``c_packed``,
@@ -120,10 +120,9 @@ def _load_pip_tbb() -> bool:
     """Make a pip-installed TBB visible to numba (Linux); whether ``libtbb.so.12`` now loads.
 
     The ``tbb`` wheel puts ``libtbb.so.12`` in ``<prefix>/lib``, where the dynamic loader does
-    not look (numba issue #6108), so numba silently falls back to its workqueue layer: on the
-    project machine ~0.35 ms per parallel launch against ~4 us with TBB, and 15-20% less
-    bandwidth on 64 MiB inputs. Loading the library once by its path makes the name resolve
-    for numba's own ``dlopen``."""
+    not look (numba issue #6108), so numba silently falls back to its workqueue layer, whose
+    launches are far slower (docs/kernel-design.md, "From any array to two loops"). Loading
+    the library once by its path makes the name resolve for numba's own ``dlopen``."""
     if not sys.platform.startswith("linux"):
         return False
     try:
@@ -258,9 +257,8 @@ def parallel_section() -> threading.RLock:
 
     Scheduling is the threading layer's: with TBB, each thread starts on one contiguous share
     of the prange iterations and idle threads steal from busy ones (so a thread descheduled
-    on a shared machine does not hold up a fixed half of the work). Handing iterations out
-    one at a time instead (``numba.parallel_chunksize(1)``) measured ~7% slower from memory:
-    each thread's reads no longer run in order."""
+    on a shared machine does not hold up a fixed half of the work), each thread's reads in
+    order."""
     if not _layer_chosen:
         choose_threading_layer()
     return _lock
@@ -331,7 +329,7 @@ def entry_for(kernel: Any, *args: Any) -> Any:
     Bound calls run their kernel this way, with the read-only variant every other path runs
     (``args`` typing the input with :func:`frozen`): numba types a read-only array apart from
     a writeable one, so a call through the dispatcher would compile every kernel twice, and
-    making each input read-only costs ~0.5 us a call. The compiled entry checks only the item
+    making each input read-only costs time on every call. The compiled entry checks only the item
     size of the arrays it is given; the kernels never write to their input."""
     return kernel.compile(tuple(numba.typeof(arg) for arg in args))
 
@@ -438,7 +436,7 @@ def _f64_to_bf16_bits(v):
 @njit
 def _f64_to_f16_bits(v):
     """float64 -> float16 bits, one correct rounding: round to odd in float32, then the
-    hardware's round to nearest even (:func:`._exp.float32_to_half`; ~4x faster than by hand)."""
+    hardware's round to nearest even (:func:`._exp.float32_to_half`, faster than by hand)."""
     return float32_to_half(np.uint32(_round_to_odd_f32(v)).view(np.float32))
 
 
@@ -515,7 +513,7 @@ def canonical(data: np.ndarray, axes: tuple[int, ...]) -> Canonical | None:
         return None
     canon = canonical_layout(data, axes)
     if canon is not None and _STORAGE.get(dtype) is not None:
-        canon.base = storage_view(canon.base)  # a fresh object: set, not copied (~3 us less)
+        canon.base = storage_view(canon.base)  # a fresh object: set, not copied
     return canon
 
 

@@ -113,7 +113,7 @@ def half_to_float64(typingctx, bits):  # type: ignore[no-untyped-def]
     """float16 bits (uint16) -> float64, exact, inside numba only.
 
     An LLVM ``fpext half``: with F16C it vectorizes to ``vcvtph2ps`` (subnormals, inf and NaN
-    included), several times faster than decoding the bits by hand.
+    included), faster than decoding the bits by hand.
     """
     if bits != types.uint16:
         return None

@@ -15,8 +15,8 @@ lanes are joined by TwoSum, in vector operations, into one double-double per run
 Why: a plain vector sum rounds in every lane and again in the tree that joins the lanes, and
 on regular data (constant rows) those roundings add up instead of averaging out (up to 6.6 ulp
 of the sum). Kahan's bound holds in every lane (within ``2u`` of the sum of its magnitudes, u
-= 2**-53) and the lanes join exactly: a sum of one sign is within about one ulp (0.5
-measured), one that cancels within ``~2u sum(|x|)``. Four adds per element where a plain sum
+= 2**-53) and the lanes join exactly: a sum of one sign is within about one ulp, one that
+cancels within ``~2u sum(|x|)``. Four adds per element where a plain sum
 has one; two of them are fused multiply-adds by an opaque -1 (:func:`_minus_one`), which run on
 the FMA pipes beside the two plain adds. ``docs/kernel-design.md`` has the design and its
 measurements.
@@ -213,8 +213,8 @@ def _four_runs(base, a0, a1, a2, a3, n, step, square, s, c):
 @njit(cache=True, nogil=True, inline="always")
 def _one_run(base, a, n, step, square, s, c):
     """A run of ``n`` elements ``step`` apart from ``base[a]`` into all four runs' lanes: a
-    quarter each (four streams through memory; one interleaved stream measured no better:
-    ``docs/kernel-design.md``), the last 0-3 into lanes of their own."""
+    quarter each (four streams through memory: ``docs/kernel-design.md``), the last 0-3 into
+    lanes of their own."""
     q = n // 4
     _four_runs(base, a, a + q * step, a + 2 * q * step, a + 3 * q * step, q, step, square,
                s, c)

@@ -49,8 +49,8 @@ if TYPE_CHECKING:
     from ..dispatch import Bound
 
 _F64 = np.dtype(np.float64)
-#: float64 inputs from this size on compute their partial states on two threads (two halves
-#: cost ~0.3 ms more than one piece: a gain from about 8-16 MiB on).
+#: float64 inputs from this size on compute their partial states on two threads (below it the
+#: second half's launch costs more than it saves: docs/kernel-design.md, "ReduceSumSquare").
 THREADED_BYTES = 1 << 24
 
 
@@ -230,7 +230,7 @@ def _narrow_logs(total, norm, spread, gamma, room, floor, out, suspect):  # prag
     of a negative sum or NaN is NaN, of +inf +inf); ``suspect`` where the error bound of
     ``log S~`` exceeds the contract's room after the final rounding: the test of
     :func:`..exact_log_sum.log_sum_suspects`, compiled into the loop that takes the logs
-    (as numpy array operations it cost ~18 us of an 8x128 call), with the spacing below
+    (as numpy array operations it dominated small calls), with the spacing below
     ``|r|`` taken as ``room |r|`` or ``floor``, never above it. ``S~`` within
     ``E = gamma * spread * norm`` of the exact sum (``spread * norm >= sum|x|``), so
     ``log S~`` within ``E / (S~ - E)`` plus the float64 log's own ``2 u |r|``; or a sign

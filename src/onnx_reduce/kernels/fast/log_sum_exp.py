@@ -30,7 +30,7 @@ first ``PROBE_ROWS`` rows and kept under the rows' rule, decided per output; flo
 outputs the guess did not serve, take a maximum pass, then a terms pass.
 
 Inputs under ``PARALLEL_MIN`` elements run on the calling thread (a parallel launch costs
-~20 us); parallel launches hold ``_common.parallel_section()``.
+more than they take); parallel launches hold ``_common.parallel_section()``.
 
 >>> from onnx_reduce.spec import Request, resolve
 >>> from onnx_reduce.plan import make_plan
@@ -100,7 +100,7 @@ __all__ = ["bind_log_sum_exp", "reduce_log_sum_exp"]
 
 #: Elements per reassociated block before a compensated add (float64; narrower: LONG_BLOCK).
 #: float64 blocks add the terms' parts on the 2**-40 grid (:func:`_term_parts`), exact for up
-#: to 2**13 terms below 1 in any order; longer blocks cost fewer folds (64: 1.3-1.6x slower).
+#: to 2**13 terms below 1 in any order; longer blocks cost fewer folds.
 BLOCK = 4096
 LONG_BLOCK = 1024
 #: Narrow floats: elements per chunk of a row read once (max, then terms from cache).
@@ -1311,11 +1311,10 @@ def _small_columns(base, bits, geo, out):
     """A small C-contiguous array whose innermost dim is kept (outer, middle layouts), any
     reduced axes, one thread, in memory order: each row slice updates its adjacent outputs'
     maxima (pass 1), then their terms and ties (pass 2). Indices are unsigned (no negative-
-    index wraparound code in the loops) and nothing is sliced per row: for narrow slices
-    (middle of 8x8x16) this is ~2x the general column kernel, whose work items have setup.
-    Its setup and final loop repeat :func:`_small_rows`' on purpose: one kernel for both, or
-    helpers for those parts, measured 5-15% slower on 8x128 and 8x8x16 (so did its per-slice
-    loops as inlined helpers: 8x8x16 float32 5.1 us against 4.0).
+    index wraparound code in the loops) and nothing is sliced per row: faster on narrow
+    slices than the general column kernel, whose work items have setup. Its setup and final
+    loop repeat :func:`_small_rows`' on purpose (docs/kernel-design.md, "Deliberate separation
+    and repetition").
     """
     sizes, _, ost = merged_dims(geo)
     m = sizes.size

@@ -31,7 +31,7 @@ round-to-odd float32). float64 rows are summed in Kahan-compensated vector lanes
 (:mod:`._lanes`: four outputs' rows side by side, or a run in quarters), each run's
 lanes joined by TwoSum into a double-double that is folded into its output by Neumaier; the
 column kernel adds three or four rows at a time (pairwise) and folds each such sum in with
-Knuth's TwoSum. Terms of one sign are then within about an ulp (0.5 measured for sums), and
+Knuth's TwoSum. Terms of one sign are then within about an ulp, and
 any sum within a small multiple of 2**-53 * sum(|x|), however long the reduction. ReduceL2
 of float64 squares unscaled; the outputs whose sum of squares overflowed or may have lost bits
 to underflow are redone, scaled by a power of two. NaN anywhere gives NaN,
@@ -90,13 +90,13 @@ if TYPE_CHECKING:
 
 #: Adjacent outputs one column-kernel work item accumulates: 32 KiB of float64 accumulators,
 #: which stay in L1 (float64 inputs keep two per output, sum and compensation, so take half as
-#: many: 4096 of them measured 2.4 ms for a 2048x4096 outer sum, 2048 1.5 ms).
+#: many: docs/kernel-design.md, "Column kernel").
 COLUMNS = 4096
 COLUMNS_COMPENSATED = COLUMNS // 2
 #: Below this many input elements the kernels run on the calling thread only, and C-contiguous
-#: inputs take the one-call path :func:`_small_nd` whatever the axes. A parallel launch costs
-#: ~20 us on a quiet machine (one thread sums 2**18 float32 elements in cache in ~20-30 us) and
-#: several ms when the other core is busy; one thread stays within ~2x of two up to here.
+#: inputs take the one-call path :func:`_small_nd` whatever the axes: below it a parallel
+#: launch costs about as much as the second thread saves, and far more when the other core is
+#: busy (docs/kernel-design.md, "From any array to two loops").
 PARALLEL_MIN = 1 << 20
 #: Parallel loops are cut in this many chunks per thread, handed out dynamically.
 CHUNKS_PER_THREAD = 16
@@ -203,7 +203,7 @@ def _bind(dtype: np.dtype, plan: ReductionPlan, square: bool, wide: bool = False
     same = storage == dtype
     result = acc if wide else storage  # what the kernels store
     ours = same or wide  # the stored array is the result (no view to the dtype)
-    # everything known in advance: with cold caches each Python step costs ~10-20 us
+    # everything known in advance: with cold caches each Python step is costly
     if job.threaded:
         def run(data: np.ndarray) -> np.ndarray:
             base = (data if same else data.view(storage)).ravel()
@@ -359,8 +359,8 @@ def _three_streams(geo: np.ndarray, dtype: np.dtype) -> bool:
 
 def _scratch(need: int, acc: np.dtype) -> np.ndarray:
     """Room for ``need`` partial sums, kept from call to call (a fresh 512 KiB array is mapped
-    and faulted in page by page each time: ~0.2 ms here, 8% of a 64 MiB outer sum). Only under
-    :func:`parallel_section`'s lock."""
+    and faulted in page by page each time: docs/kernel-design.md, "Splitting one output").
+    Only under :func:`parallel_section`'s lock."""
     buffer = _SCRATCH.get(acc)
     if buffer is None or buffer.size < need:
         buffer = _SCRATCH[acc] = np.empty(need, acc)
@@ -524,7 +524,7 @@ def _finish_to(out, wide, o, s, c, square):
 @njit(cache=True, nogil=True, inline="always")
 def _finish_run(out, wide, o, s, c, n, square):
     """:func:`_finish_to` of ``s[:n], c[:n]`` into outputs ``o, o + 1, ...``: the test of
-    ``wide`` outside the loops, which then vectorize (inside, it cost 1.3 us on 128 outputs)."""
+    ``wide`` outside the loops, which then vectorize."""
     if wide.size:
         for j in range(n):
             _finish(wide, o + j, s[j], c[j], square)
@@ -627,8 +627,8 @@ def _streamed_sum(base, a, n, square):
 def _square_unfused(typingctx, v):  # type: ignore[no-untyped-def]
     """``v * v`` that no later add absorbs into a fused multiply-add: ``fma(v, v, +0.0)``, a
     call the fast-math flags of the caller do not reach. For :func:`_streamed_sum`, whose
-    unrolled block of squares would otherwise become one chain of dependent multiply-adds
-    (~1.5x slower in cache); its inputs' squares are exact in float64, so the sum is the same."""
+    unrolled block of squares would otherwise become one chain of dependent multiply-adds;
+    its inputs' squares are exact in float64, so the sum is the same."""
     if not isinstance(v, (types.Float, types.Integer)):
         return None
 
@@ -669,8 +669,7 @@ def _is_float32(arr):  # pragma: no cover - replaced by the overload inside njit
 def _is_float32_impl(arr):
     """Whether ``arr`` holds float32 (a compile-time constant): only then do the column
     kernel's wide slices take :func:`_add_wide_rows` and its three-stream slices read 256 B
-    blocks, prefetching squares too (float16, bfloat16 and int32 measured slower that way in
-    some state over the outer axis)."""
+    blocks, prefetching squares too (float16, bfloat16 and int32 were slower that way)."""
     flag = arr.dtype == types.float32
     return lambda arr: flag
 
@@ -904,9 +903,8 @@ def _rows_work(base, geo, block, pieces, square, comp, out, wide, hi, lo, w0, w1
         # one contiguous row per output: no per-output calls (short rows are common)
         n = rsz[0]
         nk = ksz.size
-        # the output chosen here, each a compiled form of its own: a test of ``wide`` per
-        # output measured 9-14% slower on 512x512 float32 views, and sums kept in a buffer
-        # and stored after 3-5% on 64x64 float16 views and threaded 2048x2048 float32 rows
+        # the output chosen here, each a compiled form of its own (a test of ``wide`` per
+        # output, or sums kept in a buffer and stored after, were slower)
         if three and nk == 1 and n * base.itemsize >= STREAM_BLOCK_BYTES:
             w0 = (_rows_in_thirds(base, kst[0], n, square, wide, w0, w1) if wide.size
                   else _rows_in_thirds(base, kst[0], n, square, out, w0, w1))
@@ -1059,8 +1057,7 @@ def _add_contiguous(base, off, r0, r1, rsz, rst, width, s, c, square):
 @njit(cache=True, nogil=True, fastmath=_CONTRACT, inline="always")
 def _lane_rows(width, itemsize):
     """How many narrow rows of ``width`` elements make one row of lanes (LANE_BYTES of
-    input); 1 when fewer than four would (two measured no faster, and slower on small
-    arrays)."""
+    input); 1 when fewer than four would (two are no faster)."""
     k = LANE_BYTES // (width * itemsize)
     return k if k >= 4 else 1
 
@@ -1123,8 +1120,8 @@ def _add_row_pairs(base, off, r0, r1, rsz, rst, width, s, c, square):
     update. Returns the first row of the 0-3 left over.
 
     Row offsets are scalars spelled out at each use, here and in the other forms: an array
-    in the loop costs two atomics, an inline helper taking ``rsz``/``rst`` measured 2x slower
-    on a 16-wide middle axis."""
+    in the loop costs two atomics, and so does a helper taking ``rsz``/``rst`` (docs/kernel-
+    design.md, "Deliberate separation and repetition")."""
     comp = is_float64(base)
     nr = rsz.size
     rs = rst[0]
@@ -1151,7 +1148,7 @@ def _add_row_pairs(base, off, r0, r1, rsz, rst, width, s, c, square):
 @njit(cache=True, nogil=True, fastmath=_CONTRACT)
 def _add_thirds(base, off, r0, r1, rsz, rst, width, s, c, square):
     """:func:`_add_rows` for contiguous slices, row ``r`` of each third of the range per update,
-    in a plain loop (float64, and float16/bfloat16 squares: prefetching measured no faster).
+    in a plain loop (float64, and float16/bfloat16 squares: prefetching is no faster).
     Returns the first row of the 0-2 left over."""
     comp = is_float64(base)
     nr = rsz.size
@@ -1357,7 +1354,7 @@ def _small_nd(base, geo, square, comp, out):
     unit = n_in * n_rows
     last = m - 2 if rows else m - 3  # the odometer's fastest dim
     o = 0
-    if rows:  # two loops, not a test in one: the rows' loop measured 8-20% slower that way
+    if rows:  # two loops, not a test in one: the test slows the rows' loop
         for u in range(base.size // unit):
             if u:
                 o = next_outer(idx, sizes, ost, last, o)
@@ -1387,8 +1384,8 @@ def _add_block(base, a, n_rows, width, square, comp, s, c, o, presum):
     accumulator update (two neighbouring rows from each half, as :func:`_add_rows`), then the
     rows left: a quarter of the accumulator loads and stores. float64: two rows per update,
     each element TwoSum-compensated into ``c`` on its own (pre-summed rows lose accuracy), or
-    with ``presum`` four rows per TwoSum as the column kernel adds them (:func:`_add_row_pairs`:
-    1.4x as fast on 64 MiB narrow slices). Inlined: a call taking the arrays would cost atomic
+    with ``presum`` four rows per TwoSum as the column kernel adds them (:func:`_add_row_pairs`,
+    faster on large narrow slices). Inlined: a call taking the arrays would cost atomic
     reference-count updates per block (docs/kernel-design.md, "Small arrays")."""
     uo = np.uint64(o)  # unsigned indices: no wraparound tests, the loops vectorize
     uw = np.uint64(width)
@@ -1494,7 +1491,7 @@ def _split_dims(sizes, red):
 @njit(cache=True, nogil=True)
 def _small_sum(base, geo, out):
     """ReduceSum by :func:`_small_nd`, its flags fixed at compile time (as runtime arguments
-    they cost ~2x on small arrays); returns False (nothing to redo)."""
+    they slow small arrays); returns False (nothing to redo)."""
     _small_nd(base, geo, False, is_float64(base), out)
     return False
 
