@@ -1120,8 +1120,8 @@ def _add_row_pairs(base, off, r0, r1, rsz, rst, width, s, c, square):
     update. Returns the first row of the 0-3 left over.
 
     Row offsets are scalars spelled out at each use, here and in the other forms: an array
-    in the loop costs two atomics, and so does a helper taking ``rsz``/``rst`` (docs/kernel-
-    design.md, "Deliberate separation and repetition")."""
+    in the loop costs two atomics, and so does a helper taking ``rsz``/``rst``
+    (docs/kernel-design.md, "Deliberate separation and repetition")."""
     comp = is_float64(base)
     nr = rsz.size
     rs = rst[0]
