@@ -109,8 +109,8 @@ def bind(op: str, dtype: np.dtype, plan: ReductionPlan) -> Callable[[np.ndarray]
         return lambda data: np.asarray(run_kernel(op, data, plan))
 
     def run(data: np.ndarray) -> np.ndarray:
-        flags = data.flags
-        if flags.c_contiguous and flags.aligned and flags.writeable and _path.get() != "reference":
+        # carray: C-contiguous, aligned and writeable, one flag read instead of three
+        if data.flags.carray and _path.get() != "reference":
             result = fast(data)
             if result is not None:
                 return result
