@@ -46,7 +46,7 @@ import math
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
-from numba import config, njit, prange, types
+from numba import config, from_dtype, njit, prange, types
 from numba.extending import overload
 
 from ...plan import ReductionPlan
@@ -135,7 +135,7 @@ PROBE_ROWS = 4
 
 _SERVED = {np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), bfloat16}
 _BITS = {np.dtype(np.float32): np.dtype(np.int32), np.dtype(np.float64): np.dtype(np.int64)}
-_VIEWS = {types.float32: np.int32, types.float64: np.int64}  # _BITS inside numba
+_VIEWS = {from_dtype(dtype): bits.type for dtype, bits in _BITS.items()}  # _BITS in numba
 #: Prepared jobs, by (shape, dtype, axes) for C-contiguous inputs and (shape, strides, dtype,
 #: axes) for others (False: not served).
 _JOBS: BoundedCache[tuple, Job | bool] = BoundedCache(256)
