@@ -246,6 +246,45 @@ def test_one_choice_of_kernel_for_both_paths(shape, axes, small, general):
     assert (lse_module.bind_log_sum_exp(x.dtype, plan) is None) == (small is None)
 
 
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16)], ids=str)
+def test_split_columns_read_once_with_guessed_shifts_and_fall_back(dtype, monkeypatch):
+    """Narrow floats' split columns: every piece reduced in one read against a shift guessed
+    from its first rows, the pieces merged; where a guess does not serve (a larger element
+    further on, NaN, inf, a result under GUARD) the exact two sweeps give every output."""
+    monkeypatch.setattr(lse_module, "MIN_PIECE", 1 << 12)
+    monkeypatch.setattr(lse_module, "_JOBS", type(lse_module._JOBS)(256))
+    x = sample((10_000, 80), dtype, seed=21, scale=3.0)  # wider than the narrow columns
+    plan = make_plan(Request(resolve("ReduceLogSumExp", 18), (0,), True, False), x.shape)
+    job = lse_module.choose_job(lse_module.canonical(x, (0,)), x.dtype, plan)
+    assert job.kernel is lse_module._columns_split
+    assert job.args[-1] >= 2  # pieces
+    offset, geo, width, pieces = job.args
+    dims = lse_module._column_dims(geo)
+
+    def guessed(data):  # the guessed read alone: (whether it served every output, outputs)
+        base = data.reshape(-1).view(np.uint16) if dtype == np.float16 else data.reshape(-1)
+        bits = base.view(np.int32) if dtype == np.float32 else base
+        out = np.empty(data.shape[1], base.dtype)
+        served = lse_module._split_guesses(base, bits, offset, *dims, width, pieces, out)
+        return served, out.view(dtype)
+
+    served, out = guessed(x)
+    assert served
+    assert_close(x[:, :3], (0,), out[:3])
+    np.testing.assert_array_equal(out, fast_lse(x, [0])[0])
+    y = x.copy()
+    y[9_500, 6] = 1e4 if dtype == np.float32 else 6e4  # far above its piece's guess
+    y[5_000, 7] = np.nan
+    y[7_000, 8] = np.inf
+    y[:, 9] -= (np.log(np.exp(y[:, 9].astype(np.float64)).sum())).astype(dtype)  # LSE ~ 0
+    assert not guessed(y)[0]
+    got = fast_lse(y, [0])[0]
+    assert got[6] == y[9_500, 6]
+    assert np.isnan(got[7])
+    assert got[8] == np.inf
+    assert_close(y[:, [0, 9]], (0,), got[[0, 9]])
+
+
 def test_views_take_their_layout_s_job_once(monkeypatch):
     """A view's job depends on its shape, strides, dtype and axes only: chosen once, reused
     for other data of that layout, and another layout gets its own."""

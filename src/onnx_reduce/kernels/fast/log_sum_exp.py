@@ -1238,12 +1238,17 @@ def _columns_serial(base, bits, offset, geo, width, out):
 
 @njit(cache=True, parallel=True)
 def _columns_split(base, bits, offset, geo, width, pieces, out):
-    """Columns with the reduced rows cut in ``pieces`` ranges (few, narrow outputs)."""
+    """Columns with the reduced rows cut in ``pieces`` ranges (few, narrow outputs). Narrow
+    floats try one read with guessed shifts first (:func:`_split_guess_served`); otherwise, and
+    for float64, two sweeps: the exact maxima, then the sums shifted by them."""
     ks, kst, cols, cstep, rs, rst = _column_dims(geo)
     outputs = out.size
     total = _per_output(1, rs)
     blocks = (cols + width - 1) // width
-    items = outputs // cols * blocks
+    tasks = outputs // cols * blocks * pieces
+    if _split_guess_served(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, pieces,
+                           out):
+        return
     keys = np.full((pieces, outputs), _KEY_FLOOR, np.int64)
     mags = np.zeros((pieces, outputs), np.int64)
     peaks = np.empty(outputs)
@@ -1252,17 +1257,9 @@ def _columns_split(base, bits, offset, geo, width, pieces, out):
     ties = np.zeros((pieces, outputs))
     for sweep in range(2):  # first the maxima, then the sums shifted by them
         first = sweep == 0
-        for i in prange(items * pieces):
-            task = np.int64(i)
-            item = task // pieces
-            p = task - item * pieces
-            k = item // blocks
-            j0 = (item - k * blocks) * width
-            w = min(width, cols - j0)
-            off = offset + _offset(k, ks, kst) + j0 * cstep
-            o = k * cols + j0
-            a = total * p // pieces
-            b = total * (p + 1) // pieces
+        for i in prange(tasks):
+            p, o, w, off, a, b = _column_task(np.int64(i), pieces, blocks, width, cols, cstep,
+                                              offset, ks, kst, total)
             if first:
                 _column_maxima(base, bits, off, w, cstep, rs, rst, a, b,
                                (keys[p, o:o + w], mags[p, o:o + w]))
@@ -1279,6 +1276,65 @@ def _columns_split(base, bits, offset, geo, width, pieces, out):
             state = _fold_terms(state, (his[p, t], los[p, t], ties[p, t]))
         hi, lo, k = state
         store(out, t, _finish(base, peaks[t], hi, lo, k))
+
+
+@njit(cache=True, inline="always")
+def _column_task(task, pieces, blocks, width, cols, cstep, offset, ks, kst, total):
+    """Split column task ``task``: its piece, first output, width, offset and row range."""
+    item = task // pieces
+    p = task - item * pieces
+    k = item // blocks
+    j0 = (item - k * blocks) * width
+    off = offset + _offset(k, ks, kst) + j0 * cstep
+    a = total * p // pieces
+    return p, k * cols + j0, min(width, cols - j0), off, a, total * (p + 1) // pieces
+
+
+def _split_guess_served(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, pieces,
+                        out):  # pragma: no cover - njit only
+    """njit-only, narrow floats: ``out`` from one read of every piece with guessed shifts (the
+    maxima of its first PROBE_ROWS rows), the pieces rescaled to the largest and added in
+    order (:func:`_merge_guesses`); whether that served every output. float64: False."""
+    raise NotImplementedError
+
+
+@overload(_split_guess_served)
+def _split_guess_served_impl(base, bits, offset, ks, kst, cols, cstep, rs, rst, width,
+                             pieces, out):
+    if base.dtype == types.float64:
+        return (lambda base, bits, offset, ks, kst, cols, cstep, rs, rst, width, pieces, out:
+                False)
+
+    def impl(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, pieces, out):
+        return _split_guesses(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, pieces,
+                              out)
+    return impl
+
+
+@njit(cache=True, parallel=True)
+def _split_guesses(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, pieces, out):
+    """:func:`_split_guess_served` of the narrow floats."""
+    total = _per_output(1, rs)
+    blocks = (cols + width - 1) // width
+    guesses = np.empty(out.size * pieces)
+    sums = np.empty(out.size * pieces)
+    for i in prange(out.size // cols * blocks * pieces):
+        p, o, w, off, a, b = _column_task(np.int64(i), pieces, blocks, width, cols, cstep,
+                                          offset, ks, kst, total)
+        keys = np.full(w, _KEY_FLOOR, np.int64)
+        mags = np.zeros(w, np.int64)
+        peaks = np.empty(w)
+        his = np.zeros(w)
+        _column_maxima(base, bits, off, w, cstep, rs, rst, a, min(b, a + PROBE_ROWS),
+                       (keys, mags))
+        for j in range(w):
+            peaks[j] = _from_key(bits, keys[j], mags[j])
+        _column_guesses(base, bits, off, w, cstep, rs, rst, a, b, (peaks, his))
+        for j in range(w):
+            served = abs(peaks[j]) < np.inf and his[j] <= _BLOCK_CAP
+            guesses[(o + j) * pieces + p] = peaks[j] if served else np.nan
+            sums[(o + j) * pieces + p] = his[j]
+    return _merge_guesses(base, guesses, sums, pieces, out)
 
 
 # ----------------------------------------------------------------------------- small arrays
