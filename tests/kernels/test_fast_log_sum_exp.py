@@ -532,8 +532,8 @@ def test_column_guess_serves_or_declines():
     peaks = np.empty(w)
     his = np.zeros(w)
     rows = np.array([n], np.int64)
-    lse_module._column_guess_pass(flat, bits, 0, w, 1, rows, np.array([w], np.int64), n, keys,
-                                  mags, peaks, his)
+    lse_module._column_guess_pass(flat, bits, 0, w, 1, rows, np.array([w], np.int64), 0, n,
+                                  keys, mags, peaks, his)
     results = [lse_module._guessed(flat, peaks[j], his[j]) for j in range(w)]
     for j in (0, 8, 9, 11):
         assert ulp_error(results[j], exact_lse(x[:, j]), np.dtype(np.float32)) <= 0.51

@@ -1165,7 +1165,8 @@ def _column_guess_served_impl(base, bits, off, w, cstep, rs, rst, total, keys, m
                 False)
 
     def impl(base, bits, off, w, cstep, rs, rst, total, keys, mags, peaks, his, res):
-        _column_guess_pass(base, bits, off, w, cstep, rs, rst, total, keys, mags, peaks, his)
+        _column_guess_pass(base, bits, off, w, cstep, rs, rst, 0, total, keys, mags, peaks,
+                           his)
         for j in range(w):
             res[j] = _guessed(base, peaks[j], his[j])
         return not np.isnan(res).any()
@@ -1203,14 +1204,15 @@ def _store_all(out, o, res):
 
 
 @njit(cache=True)
-def _column_guess_pass(base, bits, off, width, step, rs, rst, total, keys, mags, peaks, his):
-    """Narrow floats, one read of a column block: ``his`` = the sums of ``exp(x - peaks)``,
-    ``peaks`` the maxima of the first PROBE_ROWS reduced rows (elements: every sum >= 1)."""
-    _column_maxima(base, bits, off, width, step, rs, rst, 0, min(total, PROBE_ROWS),
+def _column_guess_pass(base, bits, off, width, step, rs, rst, a, b, keys, mags, peaks, his):
+    """Narrow floats, one read of reduced rows ``a..b`` of a column block: ``his`` = the sums
+    of ``exp(x - peaks)``, ``peaks`` the maxima of their first PROBE_ROWS rows (elements: every
+    sum >= 1)."""
+    _column_maxima(base, bits, off, width, step, rs, rst, a, min(b, a + PROBE_ROWS),
                    (keys, mags))
     for j in range(width):
         peaks[j] = _from_key(bits, keys[j], mags[j])
-    _column_guesses(base, bits, off, width, step, rs, rst, 0, total, (peaks, his))
+    _column_guesses(base, bits, off, width, step, rs, rst, a, b, (peaks, his))
 
 
 @njit(cache=True, parallel=True)
@@ -1325,13 +1327,9 @@ def _split_guesses(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, pie
         mags = np.zeros(w, np.int64)
         peaks = np.empty(w)
         his = np.zeros(w)
-        _column_maxima(base, bits, off, w, cstep, rs, rst, a, min(b, a + PROBE_ROWS),
-                       (keys, mags))
+        _column_guess_pass(base, bits, off, w, cstep, rs, rst, a, b, keys, mags, peaks, his)
         for j in range(w):
-            peaks[j] = _from_key(bits, keys[j], mags[j])
-        _column_guesses(base, bits, off, w, cstep, rs, rst, a, b, (peaks, his))
-        for j in range(w):
-            served = abs(peaks[j]) < np.inf and his[j] <= _BLOCK_CAP
+            served = abs(peaks[j]) < np.inf and not _over_cap(his[j])
             guesses[(o + j) * pieces + p] = peaks[j] if served else np.nan
             sums[(o + j) * pieces + p] = his[j]
     return _merge_guesses(base, guesses, sums, pieces, out)
