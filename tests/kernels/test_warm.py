@@ -13,18 +13,24 @@ from typer.testing import CliRunner
 
 from cli_checks import assert_user_error
 from onnx_reduce.cli import app
-from onnx_reduce.kernels.warm import LAYOUTS, warm_up
+from onnx_reduce.kernels.warm import LAYOUTS, _group, warm_up
 
 pytest.importorskip("numba")
 
 ROOT = Path(__file__).resolve().parents[2]
 
 _LATER_PROCESS = """
-import json, numpy as np, onnx_reduce
+import numpy as np, onnx_reduce
+for dtype in (np.int32, np.int64, np.uint32, np.uint64):  # unsigned: the signed ones' kernels
+    x = np.arange(8 * 128, dtype=dtype).reshape(8, 128)
+    assert int(onnx_reduce.reduce_sum(x, axes=[1])[3, 0]) == sum(range(3 * 128, 4 * 128))
+    onnx_reduce.reduce_sum(x[:, ::-1], axes=[1])
+"""
+
+#: prints [signatures loaded from the cache, signatures compiled] of the two kernels
+_LOADED = """
+import json
 from onnx_reduce.kernels.fast import sum_l2
-x = np.arange(8 * 128, dtype=np.int32).reshape(8, 128)
-assert int(onnx_reduce.reduce_sum(x, axes=[1])[3, 0]) == sum(range(3 * 128, 4 * 128))
-onnx_reduce.reduce_sum(x[:, ::-1], axes=[1])
 kernels = (sum_l2._small_sum, sum_l2._rows_serial)
 print(json.dumps([[len(k.stats.cache_hits), len(k.stats.cache_misses)] for k in kernels]))
 """
@@ -38,16 +44,35 @@ def _python(code: str, cache: Path) -> str:
 
 
 def test_a_later_process_loads_what_warm_up_compiled(tmp_path) -> None:
-    """In a fresh cache: warm up ReduceSum on int32 arrays of one small layout (each kernel
-    compiles afresh here: one layout keeps that short), then another process's first calls
-    (bound, and a view's row kernel) load their kernels instead of compiling them."""
+    """In a fresh cache: warm up ReduceSum on int32 and int64 arrays of one small layout in two
+    processes at once (each kernel compiles afresh here: one layout keeps that short), then
+    another process's first calls (bound, and a view's row kernel) of those and of the unsigned
+    types of their widths (one group each) load their kernels instead of compiling them."""
     cache = tmp_path / "numba-cache"
-    calls = _python("from onnx_reduce.kernels import warm\n"
-                    "warm.LAYOUTS['small'] = [((8, 128), (1,))]\n"
-                    "print(warm.warm_up(['ReduceSum'], ['int32'], ['small']))", cache)
-    assert int(calls) == 2
-    assert any(cache.rglob("*.nbi"))
-    assert json.loads(_python(_LATER_PROCESS, cache)) == [[1, 0], [1, 0]]
+    warm = _python("from onnx_reduce.kernels import warm\n"
+                   "warm.LAYOUTS['small'] = [((8, 128), (1,))]\n"
+                   "print(warm.warm_up(['ReduceSum'], ['int32', 'int64'], ['small'], 2))\n"
+                   + _LOADED, cache)
+    calls, loaded = warm.splitlines()[-2:]
+    assert int(calls) == 4
+    assert json.loads(loaded) == [[2, 0], [2, 0]]  # the two processes compiled, this one loaded
+    later = _python(_LATER_PROCESS + _LOADED, cache)
+    assert json.loads(later.splitlines()[-1]) == [[2, 0], [2, 0]]
+
+
+def test_groups_that_share_kernels_are_warmed_together() -> None:
+    """A group is one kernel family and storage type: what two processes would both compile
+    stays in one (the integer sums of one width, the ops running the ReduceSum kernels)."""
+    assert _group("ReduceSum", "int32") == _group("ReduceL2", "uint32")
+    assert _group("ReduceSumSquare", "float") == _group("ReduceLogSum", "float")
+    assert _group("ReduceLogSumExp", "float") != _group("ReduceSum", "float")
+    assert _group("ReduceSum", "int32") != _group("ReduceSum", "int64")
+    assert _group("ReduceSum", "float16") != _group("ReduceSum", "bfloat16")
+
+
+def test_warm_up_in_processes_makes_the_same_calls() -> None:
+    assert warm_up(["ReduceL2"], ["float", "int32"], ["small"], jobs=2) == 4 * len(
+        LAYOUTS["small"])
 
 
 def test_warm_up_runs_every_allowed_dtype() -> None:
@@ -66,3 +91,4 @@ def test_warm_command() -> None:
     assert_user_error(runner.invoke(app, ["warm", "--dtypes", "float128x"]), "unknown dtype")
     assert_user_error(runner.invoke(app, ["warm", "max"]), "unknown operator")
     assert_user_error(runner.invoke(app, ["warm", "--sizes", "huge"]), "unknown size")
+    assert_user_error(runner.invoke(app, ["warm", "--jobs", "0"]), "--jobs")

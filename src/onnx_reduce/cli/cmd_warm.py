@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Annotated
 
@@ -29,10 +30,17 @@ SizesOpt = Annotated[
                  help="small (one-thread kernels) and/or large (threaded ones); default: both."),
 ]
 
+JobsOpt = Annotated[
+    int | None,
+    typer.Option(min=1, show_default=False,
+                 help="Processes compiling at once; default: one per usable core."),
+]
 
-def warm_command(ops: OpsArg = None, dtypes: DtypesOpt = None, sizes: SizesOpt = None) -> None:
+
+def warm_command(ops: OpsArg = None, dtypes: DtypesOpt = None, sizes: SizesOpt = None,
+                 jobs: JobsOpt = None) -> None:
     """Compile the kernels every operator, dtype and layout takes, into numba's on-disk cache:
-    later processes load them instead of compiling on their first calls (seconds each).
+    later processes load them instead of compiling on their first calls (10-50 s each).
 
     Example: onnx-reduce warm sum l2 --dtypes float
     """
@@ -42,8 +50,16 @@ def warm_command(ops: OpsArg = None, dtypes: DtypesOpt = None, sizes: SizesOpt =
         if size not in LAYOUTS:
             raise UserError(f"unknown size {size!r}; choose from {', '.join(LAYOUTS)}")
     start = time.perf_counter()
-    calls = warm_up(names, [_onnx_type(d) for d in split_list(dtypes)] or None, chosen_sizes)
+    calls = warm_up(names, [_onnx_type(d) for d in split_list(dtypes)] or None, chosen_sizes,
+                    jobs or _usable_cores())
     console().print(f"warm: {calls} calls in {time.perf_counter() - start:.1f} s")
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity on this OS
+        return os.cpu_count() or 1
 
 
 def _onnx_type(name: str) -> str:
