@@ -55,6 +55,7 @@ def test_a_later_process_loads_what_warm_up_compiled(tmp_path) -> None:
                    + _LOADED, cache)
     calls, loaded = warm.splitlines()[-2:]
     assert int(calls) == 4
+    assert any(cache.rglob("*.nbi"))
     assert json.loads(loaded) == [[2, 0], [2, 0]]  # the two processes compiled, this one loaded
     later = _python(_LATER_PROCESS + _LOADED, cache)
     assert json.loads(later.splitlines()[-1]) == [[2, 0], [2, 0]]

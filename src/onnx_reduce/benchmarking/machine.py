@@ -78,13 +78,19 @@ def fast_kernels() -> str:
     return ", ".join(f"kernels.fast.{n}" for n in present) if present else "none (reference only)"
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity; where the OS has none, every logical
+    core; 0 when even that is unknown)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 0
+
+
 def machine_description() -> str:
     """A few lines naming the machine and software, for the top of a report."""
     cpus = os.cpu_count() or 0
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        usable = cpus
+    usable = usable_cores()
     ram = ram_bytes()
     try:
         load = " ".join(Path("/proc/loadavg").read_text().split()[:3])

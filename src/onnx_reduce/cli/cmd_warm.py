@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Annotated
 
@@ -40,7 +39,7 @@ JobsOpt = Annotated[
 def warm_command(ops: OpsArg = None, dtypes: DtypesOpt = None, sizes: SizesOpt = None,
                  jobs: JobsOpt = None) -> None:
     """Compile the kernels every operator, dtype and layout takes, into numba's on-disk cache:
-    later processes load them instead of compiling on their first calls (10-50 s each).
+    later processes load them instead of compiling on their first calls (up to a minute each).
 
     Example: onnx-reduce warm sum l2 --dtypes float
     """
@@ -49,17 +48,12 @@ def warm_command(ops: OpsArg = None, dtypes: DtypesOpt = None, sizes: SizesOpt =
     for size in chosen_sizes:
         if size not in LAYOUTS:
             raise UserError(f"unknown size {size!r}; choose from {', '.join(LAYOUTS)}")
+    from ..benchmarking.machine import usable_cores  # not at import: the CLI starts without it
+
     start = time.perf_counter()
     calls = warm_up(names, [_onnx_type(d) for d in split_list(dtypes)] or None, chosen_sizes,
-                    jobs or _usable_cores())
+                    jobs or usable_cores())
     console().print(f"warm: {calls} calls in {time.perf_counter() - start:.1f} s")
-
-
-def _usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # no affinity on this OS
-        return os.cpu_count() or 1
 
 
 def _onnx_type(name: str) -> str:
