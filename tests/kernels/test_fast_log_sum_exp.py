@@ -433,6 +433,30 @@ def test_float64_blocks_of_terms_near_one():
         assert_close(x, (1,), fast_lse(x, [1]))
 
 
+@pytest.mark.parametrize(
+    ("rows", "cols", "kernel"),
+    [
+        (lse_module.BLOCK - 1, 140, "_columns_parallel"),
+        (lse_module.BLOCK + 1, 140, "_columns_parallel"),
+        (3 * lse_module.BLOCK + 5, 140, "_columns_parallel"),
+        (17 * lse_module.BLOCK, 40, "_columns_split"),  # pieces of more than a block each
+    ],
+)
+def test_float64_column_blocks_of_terms_near_one(rows, cols, kernel):
+    """The column kernels add float64 terms' grid parts a block of rows at a time, then fold
+    each block in: columns around and past the block length, whole or in pieces, of terms
+    1 - 3 * 2**-40, within the bound. Once a block's sum outgrew the 2**-40 grid (past 2**15,
+    four rows at a time) every add would round the same way: without blocks, 15 ulps."""
+    x = np.full((rows, cols), 5.0 - 3 * 2.0**-40)
+    x[0] = 5.0
+    plan = make_plan(Request(resolve("ReduceLogSumExp", 18), (0,), True, False), x.shape)
+    job = lse_module.choose_job(lse_module.canonical(x, (0,)), x.dtype, plan)
+    assert job.kernel is getattr(lse_module, kernel)
+    got = fast_lse(x, [0])[0]
+    some = [0, cols // 2 + 1, cols - 1]  # other lanes and items: the same arithmetic
+    assert_close(x[:, some], (0,), got[some])
+
+
 # ----------------------------------------------------------------------------- guessed shift
 
 NARROW = [np.dtype(np.float32), np.dtype(np.float16), bfloat16]

@@ -27,7 +27,8 @@ Columns (the innermost dim is kept: outer, middle): a work item owns ``COLUMN_BY
 adjacent outputs (fewer when that leaves a thread idle) and walks the reduced rows four at a
 time, accumulators in L1. Narrow floats first read once, each output's shift guessed from its
 first ``PROBE_ROWS`` rows and kept under the rows' rule, decided per output; float64, and the
-outputs the guess did not serve, take a maximum pass, then a terms pass.
+outputs the guess did not serve, take a maximum pass, then a terms pass (float64: BLOCK rows at a
+time, each block's sums folded in as the rows' are).
 
 Inputs under ``PARALLEL_MIN`` elements run on the calling thread (a parallel launch costs
 more than they take); parallel launches hold ``_common.parallel_section()``.
@@ -98,7 +99,8 @@ if TYPE_CHECKING:
 
 __all__ = ["bind_log_sum_exp", "reduce_log_sum_exp"]
 
-#: Elements per reassociated block before a compensated add (float64; narrower: LONG_BLOCK).
+#: Elements per reassociated block before a compensated add (float64; narrower: LONG_BLOCK);
+#: the float64 column kernel's rows per block.
 #: float64 blocks add the terms' parts on the 2**-40 grid (:func:`_term_parts`), exact for up
 #: to 2**13 terms below 1 in any order; longer blocks cost fewer folds.
 BLOCK = 4096
@@ -1015,17 +1017,15 @@ def _keys4(s0, s1, s2, s3, keys, mags):
 
 @njit(cache=True)
 def _terms_slice(seg, peaks, his, los, ties):
-    """Add one row slice's terms into the per-output accumulators (float64: compensated)."""
+    """Add one row slice's terms into the per-output accumulators (float64: the terms' parts
+    on the 2**-40 grid into ``his``, exact for BLOCK rows, the rest into ``los``)."""
     if is_float64(seg):
         for j in range(seg.size):
             x = seg[j]
             m = peaks[j]
             v, rest = _term_parts(x, m)  # for every lane, then masked
-            v = v if x < m else 0.0
-            rest = rest if x < m else 0.0
-            t = his[j] + v
-            los[j] += ((his[j] - t) + v if his[j] >= v else (v - t) + his[j]) + rest
-            his[j] = t
+            his[j] += v if x < m else 0.0
+            los[j] += rest if x < m else 0.0
             ties[j] += 1.0 if x == m else 0.0
     else:
         for j in range(seg.size):
@@ -1044,17 +1044,16 @@ def _neumaier(hi, lo, v):
 
 
 @njit(cache=True, inline="always")
-def _neumaier_parts(hi, lo, x, m):
-    """``hi + lo`` plus the float64 term of ``x`` (0 unless ``x < m``), compensated."""
+def _parts_below(x, m):
+    """The float64 term of ``x`` as :func:`_term_parts`, (0, 0) unless ``x < m``."""
     v, rest = _term_parts(x, m)  # for every lane, then masked (the loops vectorize)
     below = x < m
-    hi, lo = _neumaier(hi, lo, v if below else 0.0)
-    return hi, lo + (rest if below else 0.0)
+    return (v if below else 0.0), (rest if below else 0.0)
 
 
 @njit(cache=True)
 def _terms4(s0, s1, s2, s3, peaks, his, los, ties):
-    """Four rows' terms into the accumulators (float64: each compensated, in row order)."""
+    """Four rows' terms into the accumulators (float64: as :func:`_terms_slice`)."""
     if is_float64(s0):
         for j in range(peaks.size):
             m = peaks[j]
@@ -1062,12 +1061,12 @@ def _terms4(s0, s1, s2, s3, peaks, his, los, ties):
             x1 = _wide(s1[j])
             x2 = _wide(s2[j])
             x3 = _wide(s3[j])
-            hi, lo = _neumaier_parts(his[j], los[j], x0, m)
-            hi, lo = _neumaier_parts(hi, lo, x1, m)
-            hi, lo = _neumaier_parts(hi, lo, x2, m)
-            hi, lo = _neumaier_parts(hi, lo, x3, m)
-            his[j] = hi
-            los[j] = lo
+            v0, r0 = _parts_below(x0, m)
+            v1, r1 = _parts_below(x1, m)
+            v2, r2 = _parts_below(x2, m)
+            v3, r3 = _parts_below(x3, m)
+            his[j] += (v0 + v1) + (v2 + v3)  # exact: all on the 2**-40 grid
+            los[j] += (r0 + r1) + (r2 + r3)
             ties[j] += (((1.0 if x0 == m else 0.0) + (1.0 if x1 == m else 0.0))
                         + ((1.0 if x2 == m else 0.0) + (1.0 if x3 == m else 0.0)))
     else:
@@ -1109,6 +1108,27 @@ _column_guesses = column_walk("guesses", _guess_slice, _guess4)
 
 
 @njit(cache=True)
+def _column_sums(base, bits, off, width, step, rs, rst, a, b, peaks, his, los, ties):
+    """The terms and ties of reduced rows ``a..b`` of a column block against ``peaks`` into
+    ``his``/``los``/``ties``. float64: BLOCK rows at a time, the terms' grid parts added exactly
+    and each block's sums folded in by Neumaier (one add per term, not a compensated one)."""
+    if not is_float64(base):
+        _column_terms(base, bits, off, width, step, rs, rst, a, b, (peaks, his, los, ties))
+        return
+    grid = np.empty(width)
+    rest = np.empty(width)
+    for r in range(a, b, BLOCK):
+        grid[:] = 0.0
+        rest[:] = 0.0
+        _column_terms(base, bits, off, width, step, rs, rst, r, min(b, r + BLOCK),
+                      (peaks, grid, rest, ties))
+        for j in range(width):
+            hi, lo = _neumaier(his[j], los[j], grid[j])
+            his[j] = hi
+            los[j] = lo + rest[j]
+
+
+@njit(cache=True)
 def _column_item(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, item, out):
     """The outputs of one column block; narrow floats try a guessed shift first (one read),
     then redo the outputs it did not serve exactly. Returns the least finite |result|."""
@@ -1141,7 +1161,7 @@ def _column_item(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, item,
         peaks[j] = _from_key(bits, keys[j], mags[j])
         finite = finite or abs(peaks[j]) < np.inf
     if finite:
-        _column_terms(base, bits, off, w, cstep, rs, rst, 0, total, (peaks, his, los, ties))
+        _column_sums(base, bits, off, w, cstep, rs, rst, 0, total, peaks, his, los, ties)
     _finish_all(base, peaks, his, los, ties, res)
     if narrow:
         for j in range(w):
@@ -1266,9 +1286,8 @@ def _columns_split(base, bits, offset, geo, width, pieces, out):
                 _column_maxima(base, bits, off, w, cstep, rs, rst, a, b,
                                (keys[p, o:o + w], mags[p, o:o + w]))
             else:
-                _column_terms(base, bits, off, w, cstep, rs, rst, a, b,
-                              (peaks[o:o + w], his[p, o:o + w], los[p, o:o + w],
-                               ties[p, o:o + w]))
+                _column_sums(base, bits, off, w, cstep, rs, rst, a, b, peaks[o:o + w],
+                             his[p, o:o + w], los[p, o:o + w], ties[p, o:o + w])
         if first:
             for t in range(outputs):
                 peaks[t] = _from_key(bits, keys[:, t].max(), mags[:, t].max())
