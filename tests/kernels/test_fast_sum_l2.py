@@ -54,8 +54,8 @@ def _low_parallel_threshold(monkeypatch):
 
 
 def test_default_threshold_keeps_mid_sizes_serial(monkeypatch) -> None:
-    """Inputs of a few hundred thousand elements (1 MiB of float32) run on one thread: a
-    parallel launch costs more than it saves there; inputs below 2**16 never launch one."""
+    """Inputs of a few hundred thousand elements (1 MiB of float32, 2 MiB of float64) run on
+    one thread: a parallel launch costs more than it saves there."""
     assert DEFAULT_PARALLEL_MIN >= 1 << 18
     monkeypatch.setattr(sum_l2, "PARALLEL_MIN", DEFAULT_PARALLEL_MIN)
 
@@ -63,12 +63,14 @@ def test_default_threshold_keeps_mid_sizes_serial(monkeypatch) -> None:
         raise AssertionError("a mid-size input launched a parallel region")
 
     monkeypatch.setattr(sum_l2, "parallel_section", no_parallel)
-    x = make((64, 64, 64), np.dtype(np.float32), 14)
-    for axes in ([1], [0, 2], [2], [0], None):
-        for op in ("sum", "l2"):
-            want = expected(x, None if axes is None else tuple(axes), op)
-            assert_close(run(op, x, axes), want)
-            assert_close(run(op, x[:, ::-1], axes), want[:, ::-1])  # canonical path, serial
+    for dtype in (np.dtype(np.float32), np.dtype(np.float64)):
+        x = make((64, 64, 64), dtype, 14)
+        for axes in ([1], [0, 2], [2], [0], None):
+            for op in ("sum", "l2"):
+                reduced = None if axes is None else tuple(axes)
+                assert_close(run(op, x, axes), expected(x, reduced, op))
+                view = x[:, ::-1]  # the canonical path, serial (its own bound per output)
+                assert_close(run(op, view, axes), expected(view, reduced, op))
 
 
 # ----------------------------------------------------------------------------- oracle
