@@ -365,6 +365,28 @@ def test_float32_rows_three_outputs_at_a_time(op: str) -> None:
 
 
 @pytest.mark.parametrize("op", ["sum", "l2"])
+def test_float32_long_runs_of_pieces_in_thirds(op: str) -> None:
+    """Pieces of a reduction split across threads whose float32 runs are at least
+    THIRDS_MIN_BYTES long are read in thirds side by side (``_run_in_thirds``): one output
+    (all axes, from 16 MiB) and a few long rows, with 1 and 2 elements left over after the
+    thirds."""
+    dtype = np.dtype(np.float32)
+    threads = _common.num_threads()
+    longest = sum_l2.MOST_PIECES * sum_l2.THIRDS_MIN_BYTES // dtype.itemsize
+    cases = [(make((longest + 7,), dtype, 90), None), (make((3, longest // 4 + 5), dtype, 91), [1])]
+    for x, axes in cases:
+        reduced = tuple(range(x.ndim)) if axes is None else tuple(axes)
+        geo, _ = sum_l2.c_packed(x.shape, reduced)
+        assert sum_l2._three_streams(geo, dtype)
+        _, pieces, _ = sum_l2._rows_schedule(geo, dtype.itemsize, threads, sum_l2.MOST_PIECES)
+        run_length = x.shape[-1] // pieces
+        assert pieces > 1
+        assert run_length * dtype.itemsize >= sum_l2.THIRDS_MIN_BYTES
+        assert run_length % 3 != 0 or (run_length + 1) % 3 != 0
+        assert_close(run(op, x, axes), expected(x, None if axes is None else reduced, op))
+
+
+@pytest.mark.parametrize("op", ["sum", "l2"])
 @pytest.mark.parametrize("dtype", STREAM_DTYPES, ids=[d.name for d in STREAM_DTYPES])
 def test_short_rows_of_adjacent_outputs(op: str, dtype: np.dtype) -> None:
     """Non-adjacent reduced axes with rows of at most STREAM_BLOCK_BYTES: outputs k, k + m/3
@@ -437,15 +459,17 @@ def test_float64_prefetches_past_the_array_end_fault_nothing() -> None:
         ((4096, 256), (1,), np.float32, "_float32_rows_parallel"),  # one 1 KiB row each
         ((4096, 255), (1,), np.float32, "_rows_parallel"),  # rows under 1 KiB
         ((4096, 256), (1,), np.float64, "_rows_parallel"),
-        ((4096, 4096), (0, 1), np.float32, "_rows_parallel"),  # one output
+        ((4096, 4096), (0, 1), np.float32, "_float32_rows_parallel"),  # one output, 64 MiB
+        ((2048, 1024), (0, 1), np.float32, "_rows_parallel"),  # one output, 8 MiB
+        ((4096, 4096), (0, 1), np.float64, "_rows_parallel"),
         ((256, 256, 256), (0, 1), np.float32, "_cols_parallel"),
     ],
 )
 def test_float32_three_stream_rows_take_their_own_kernel(shape, axes, dtype, kernel) -> None:
     """float32 outputs that each sum several contiguous rows of at most STREAM_BLOCK_BYTES
-    (non-adjacent axes), or one of STREAM_BLOCK_BYTES and more (inner axis), take
-    ``_float32_rows_parallel``; everything else the row or column kernel as before (whose
-    compiled code must not hold the three-stream loops)."""
+    (non-adjacent axes), or one of STREAM_BLOCK_BYTES and more (inner axis), and one output of
+    a run long enough to be read in thirds take ``_float32_rows_parallel``; everything else the
+    row or column kernel as before (whose compiled code must not hold the three-stream loops)."""
     dtype = np.dtype(dtype)
     geo, inner = sum_l2.c_packed(shape, axes)
     size = math.prod(shape)

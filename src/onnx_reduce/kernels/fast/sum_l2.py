@@ -10,9 +10,9 @@ outermost first. Two kernels then cover every layout:
   outputs take the same row index together (their rows are usually neighbours in memory; rows
   of at most 1 KiB three outputs a third of the block apart, side by side); when there are few
   outputs, each output's reduced range is cut in pieces that threads share, and the pieces
-  are combined in a fixed order. float32 rows of at most 1 KiB (several per output) and of
-  1 KiB and more (one per output) are read three streams at a time, a 256 B block of each, in
-  a kernel of their own (:func:`_float32_rows_parallel`);
+  are combined in a fixed order. float32 rows of at most 1 KiB (several per output), of
+  1 KiB and more (one per output) and pieces' runs of 256 KiB and more are read three streams
+  at a time, a 256 B block of each, in a kernel of their own (:func:`_float32_rows_parallel`);
 * columns (the innermost dim is kept: outer, middle): a block of up to ``COLUMNS`` adjacent
   outputs adds the matching slice of every reduced row into accumulators that stay in cache,
   several rows per update, each read in order (one from each third of the range, or two
@@ -103,6 +103,8 @@ CHUNKS_PER_THREAD = 16
 #: Least elements (rows: of one row range; columns: rows) in one piece of a split reduction.
 MIN_PIECE_ELEMENTS = 1 << 14
 MIN_PIECE_ROWS = 64
+#: Most pieces one output of a threaded reduction is cut in.
+MOST_PIECES = 64
 #: Bytes of rows one row-kernel step reads across neighbouring outputs (when each output has
 #: several rows, as with non-adjacent reduced axes).
 ROW_BLOCK_BYTES = 1 << 16
@@ -131,6 +133,10 @@ WIDE_BLOCK_BYTES = 256
 WIDE_PREFETCH_BYTES = 2048
 #: Rows :func:`_add_wide_rows` takes at a time, in thirds (three streams 16 rows apart).
 GROUP_ROWS = 48
+#: float32 runs of at least this many bytes in the pieces of a reduction split across threads
+#: (one output, or a few) are read in thirds, side by side (:func:`_run_in_thirds`): faster
+#: from memory, slower for the shorter runs of inputs that fit in cache.
+THIRDS_MIN_BYTES = 1 << 18
 
 _F64 = np.dtype(np.float64)
 #: The dtypes served, and the dtype each accumulates in.
@@ -305,7 +311,7 @@ def choose_job(dtype: np.dtype, square: bool, size: int, n_out: int, geo: np.nda
             return Job(_small_l2 if square else _small_sum, (small_geo,), geo, False)
         return Job(_rows_serial if inner else _cols_serial, (geo, square), geo, False)
     comp = dtype == _F64
-    most = min(64, size * dtype.itemsize // (64 * n_out * (16 if comp else 8)))
+    most = min(MOST_PIECES, size * dtype.itemsize // (64 * n_out * (16 if comp else 8)))
     need = n_out * most * (2 if comp else 1) if most > 1 else 0
     if not inner:
         kernel = _cols_parallel
@@ -338,13 +344,15 @@ def run_job(job: Job, base: np.ndarray, out: np.ndarray, acc: np.dtype) -> None:
 def _three_streams(geo: np.ndarray, dtype: np.dtype) -> bool:
     """Whether the row kernel reads three float32 streams at a time
     (:func:`_float32_rows_parallel`): each output sums several contiguous rows of at most
-    STREAM_BLOCK_BYTES (non-adjacent axes), or one of STREAM_BLOCK_BYTES and more (inner axis).
+    STREAM_BLOCK_BYTES (non-adjacent axes), or one of STREAM_BLOCK_BYTES and more (inner axis),
+    or one output reduces a contiguous run long enough for its pieces to be read in thirds
+    (:func:`_run_in_thirds`; all axes of a C-contiguous input from 16 MiB).
 
     >>> f32 = np.dtype(np.float32)
     >>> [bool(_three_streams(c_packed(shape, axes)[0], f32))
     ...  for shape, axes in [((256, 256, 256), (0, 2)), ((4096, 4096), (1,)),
-    ...                      ((4096, 128), (1,)), ((4096, 4096), (0, 1))]]
-    [True, True, False, False]
+    ...                      ((4096, 128), (1,)), ((4096, 4096), (0, 1)), ((1024, 1024), (0, 1))]]
+    [True, True, False, True, False]
     """
     if dtype != np.float32:
         return False
@@ -353,7 +361,10 @@ def _three_streams(geo: np.ndarray, dtype: np.dtype) -> bool:
         return False
     row = rsz[-1]  # its size
     if math.prod(rsz) == row:  # one row per output
-        return len(kept_dims(geo)[0]) == 1 and row * dtype.itemsize >= STREAM_BLOCK_BYTES
+        nk = len(kept_dims(geo)[0])
+        if nk == 0:  # one output: when its pieces' runs are read in thirds
+            return row * dtype.itemsize >= MOST_PIECES * THIRDS_MIN_BYTES
+        return nk == 1 and row * dtype.itemsize >= STREAM_BLOCK_BYTES
     return row * dtype.itemsize <= STREAM_BLOCK_BYTES
 
 
@@ -845,6 +856,8 @@ def _rows_range(base, offs, m, rsz, rst, lo, hi, square, comp, s, c, three):
             a = offs[k] + row
             if comp:
                 _add_run(base, a, n, s_in, square, s, c, k)
+            elif s_in == 1 and three and n * base.itemsize >= THIRDS_MIN_BYTES:
+                s[k] += _run_in_thirds(base, a, n, square)
             elif s_in == 1:
                 s[k] += _streamed_sum(base, a, n, square)
             else:
@@ -852,6 +865,15 @@ def _rows_range(base, offs, m, rsz, rst, lo, hi, square, comp, s, c, three):
         pos += n
         t += 1
         j = 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _run_in_thirds(base, a, n, square):
+    """The float32 sum (of squares) of the ``n`` contiguous elements from ``base[a]``, widened:
+    its three thirds side by side (:func:`_streamed_sums3`), then the 0-2 left over."""
+    t = n // 3
+    sa, sb, sc = _streamed_sums3(base, a, a + t, a + 2 * t, t, square)
+    return sa + sb + sc + _streamed_sum(base, a + 3 * t, n - 3 * t, square)
 
 
 @njit(cache=True, nogil=True)
