@@ -372,6 +372,33 @@ def test_special_values(dtype, layout, request):
     assert_close(x, axes, fast_lse(x, axes))
 
 
+@pytest.mark.parametrize("threaded", [True, False])
+def test_float64_rows_finished_together(threaded, monkeypatch):
+    """float64 row kernels finish a run of outputs in one loop (``_float64_rows``): NaN, +inf
+    and all -inf rows among finite ones, at the edges of the runs the threads take (threaded:
+    CHUNKS_PER_THREAD runs per thread; else on one thread), in the input and in a reversed view,
+    land on their own outputs."""
+    if threaded:
+        monkeypatch.setattr(lse_module, "PARALLEL_MIN", 64)
+    lse_module._JOBS.clear()
+    x = sample((203, 37), np.dtype(np.float64), seed=41, scale=4.0)
+    x[0, 5] = np.nan
+    x[1, 3] = np.inf
+    x[2] = -np.inf
+    x[-1, 0] = np.inf
+    x[-2] = -np.inf
+    x[100, :] = 700.0
+    chunks = lse_module.CHUNKS_PER_THREAD * 2
+    for edge in (x.shape[0] * k // chunks for k in range(1, chunks)):
+        x[edge, edge % 37] = (np.nan, np.inf, -np.inf)[edge % 3]
+    for view in (x, x[::-1]):
+        plan = make_plan(Request(resolve("ReduceLogSumExp", 18), (1,), True, False), view.shape)
+        job = lse_module.choose_job(lse_module.canonical(view, (1,)), view.dtype, plan)
+        assert job.kernel is (lse_module._rows_parallel if threaded else lse_module._rows_serial)
+        assert_close(view, (1,), fast_lse(view, (1,)))
+    lse_module._JOBS.clear()
+
+
 def test_long_rows_read_once_in_chunks():
     # Narrow floats read rows longer than CHUNK once, rescaling when a chunk raises the maximum.
     n = 3 * lse_module.CHUNK + 123

@@ -74,6 +74,7 @@ from ._common import (
     storage_dtype,
     storage_view,
     store,
+    threads_now,
     two_sum,
     widen,
 )
@@ -118,6 +119,9 @@ COLUMN_BYTES = 2048
 COLUMN_MIN_BYTES = 128
 #: Below this many input elements the kernels run on the calling thread only.
 PARALLEL_MIN = 1 << 16
+#: The parallel row kernel cuts its outputs in this many runs per thread, handed out
+#: dynamically.
+CHUNKS_PER_THREAD = 16
 #: Small arrays with a kept innermost run at most this wide take :func:`_small_columns`; wider
 #: runs the general column kernel (its four-rows-at-a-time loops win there).
 SMALL_COLUMNS_MAX_WIDTH = 128
@@ -741,18 +745,6 @@ def _row_sums(base, off, rs, rst, n, step, a, b, m, block):
     return _terms_walk(base, base, off, rs, rst, n, step, a, b, m, block)[0]
 
 
-def _row(base, bits, offset, ks, kst, rs, rst, n, step, block, t):  # pragma: no cover
-    """njit-only: ReduceLogSumExp of output ``t`` of the row kernels: narrow floats by the
-    guessed shift (:func:`_row_guess`), else read once in chunks (:func:`_row_online`); float64
-    a maximum pass, then a terms pass. Each dtype compiles its own way only."""
-    raise NotImplementedError
-
-
-@overload(_row)
-def _row_impl(base, bits, offset, ks, kst, rs, rst, n, step, block, t):
-    return _row_float64 if base.dtype == types.float64 else _row_narrow
-
-
 @njit(cache=True, inline="always")
 def _per_output(n, rs):
     """The elements of one output's reduction: ``n`` per reduced row (rows: the row's length;
@@ -773,8 +765,10 @@ def _split_task(task, pieces, offset, ks, kst, total):
     return t, offset + _offset(t, ks, kst), total * p // pieces, total * (p + 1) // pieces
 
 
-def _row_narrow(base, bits, offset, ks, kst, rs, rst, n, step, block, t):  # pragma: no cover
-    """:func:`_row` of float16, bfloat16 and float32: one read when the guess serves."""
+@njit(cache=True)
+def _row_narrow(base, bits, offset, ks, kst, rs, rst, n, step, block, t):
+    """ReduceLogSumExp of output ``t`` of the row kernels, float16, bfloat16 and float32: by
+    the guessed shift (:func:`_row_guess`), else read once in chunks (:func:`_row_online`)."""
     off = offset + _offset(t, ks, kst)
     total = _per_output(n, rs)
     r = _row_guess(base, bits, off, rs, rst, n, step, total, block)
@@ -783,18 +777,6 @@ def _row_narrow(base, bits, offset, ks, kst, rs, rst, n, step, block, t):  # pra
     m, mag, hi, lo, ties = _row_online(base, bits, off, rs, rst, n, step, 0, total, block)
     if _is_nan(bits, mag):
         return np.nan
-    return _finish(base, m, hi, lo, ties)
-
-
-def _row_float64(base, bits, offset, ks, kst, rs, rst, n, step, block, t):  # pragma: no cover
-    """:func:`_row` of float64: the exact maximum first, then the terms."""
-    off = offset + _offset(t, ks, kst)
-    total = _per_output(n, rs)
-    key, mag = _row_max(bits, off, rs, rst, n, step, 0, total)
-    m = _from_key(bits, key, mag)
-    if not abs(m) < np.inf:
-        return m
-    hi, lo, ties = _row_sums(base, off, rs, rst, n, step, 0, total, m, block)
     return _finish(base, m, hi, lo, ties)
 
 
@@ -850,22 +832,63 @@ def _prefetch_row(bits, offset, ks, kst, rs, n, step, t, outputs):
 
 @njit(cache=True, parallel=True)
 def _rows_parallel(base, bits, offset, geo, block, out):
-    """The row kernel, outputs shared out across threads (``prange``), each output's next row
-    prefetched."""
-    ks, kst, rs, rst, n, step = _row_dims(geo)
-    for i in prange(out.size):
-        t = np.int64(i)  # prange indices may be unsigned; int64 + uint64 is float64 in numba
-        _prefetch_row(bits, offset, ks, kst, rs, n, step, t + 1, out.size)
-        store(out, t, _row(base, bits, offset, ks, kst, rs, rst, n, step, block, t))
+    """The row kernel, runs of adjacent outputs shared out across threads (``prange``,
+    CHUNKS_PER_THREAD runs per thread, handed out dynamically), each by :func:`_rows_between`
+    (float64 finishes a run's outputs together)."""
+    chunks = min(out.size, CHUNKS_PER_THREAD * threads_now())
+    for c in prange(chunks):
+        i = np.int64(c)  # prange indices may be unsigned; int64 + uint64 is float64 in numba
+        _rows_between(base, bits, offset, geo, block, out, out.size * i // chunks,
+                      out.size * (i + 1) // chunks)
 
 
 @njit(cache=True)
 def _rows_serial(base, bits, offset, geo, block, out):
     """The row kernel on the calling thread."""
+    _rows_between(base, bits, offset, geo, block, out, 0, out.size)
+
+
+def _rows_between(base, bits, offset, geo, block, out, a, b):  # pragma: no cover
+    """njit-only: outputs ``a..b`` of the row kernel, each output's next row prefetched;
+    float64 by :func:`_float64_rows`, narrower floats by :func:`_narrow_rows`."""
+    raise NotImplementedError
+
+
+@overload(_rows_between)
+def _rows_between_impl(base, bits, offset, geo, block, out, a, b):
+    return _float64_rows if base.dtype == types.float64 else _narrow_rows
+
+
+def _narrow_rows(base, bits, offset, geo, block, out, a, b):  # pragma: no cover
+    """:func:`_rows_between` of float16, bfloat16 and float32: each output on its own."""
     ks, kst, rs, rst, n, step = _row_dims(geo)
-    for t in range(out.size):
+    for t in range(a, b):
         _prefetch_row(bits, offset, ks, kst, rs, n, step, t + 1, out.size)
-        store(out, t, _row(base, bits, offset, ks, kst, rs, rst, n, step, block, t))
+        store(out, t, _row_narrow(base, bits, offset, ks, kst, rs, rst, n, step, block, t))
+
+
+def _float64_rows(base, bits, offset, geo, block, out, a, b):  # pragma: no cover
+    """:func:`_rows_between` of float64: each output's exact maximum, then its terms (its rows
+    still in cache); the finishes of all in one loop that vectorizes (:func:`_finish_all`: one
+    at a time, each output's log and Newton step cost as much as a short row's terms)."""
+    ks, kst, rs, rst, n, step = _row_dims(geo)
+    total = _per_output(n, rs)
+    sums = np.empty((5, b - a))  # peaks, his, los, ties, results: one allocation
+    for t in range(a, b):
+        _prefetch_row(bits, offset, ks, kst, rs, n, step, t + 1, out.size)
+        off = offset + _offset(t, ks, kst)
+        key, mag = _row_max(bits, off, rs, rst, n, step, 0, total)
+        m = _from_key(bits, key, mag)
+        hi, lo, ties = _no_terms()  # NaN or infinite m: finished as m itself
+        if abs(m) < np.inf:
+            hi, lo, ties = _row_sums(base, off, rs, rst, n, step, 0, total, m, block)
+        j = t - a
+        sums[0, j] = m
+        sums[1, j] = hi
+        sums[2, j] = lo
+        sums[3, j] = ties
+    _finish_all(base, sums[0], sums[1], sums[2], sums[3], sums[4])
+    _store_all(out, a, sums[4])
 
 
 @njit(cache=True, parallel=True)
