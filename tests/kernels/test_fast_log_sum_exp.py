@@ -372,16 +372,19 @@ def test_special_values(dtype, layout, request):
     assert_close(x, axes, fast_lse(x, axes))
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("threaded", [True, False])
-def test_float64_rows_finished_together(threaded, monkeypatch):
-    """float64 row kernels finish a run of outputs in one loop (``_float64_rows``): NaN, +inf
-    and all -inf rows among finite ones, at the edges of the runs the threads take (threaded:
-    CHUNKS_PER_THREAD runs per thread; else on one thread), in the input and in a reversed view,
-    land on their own outputs."""
+def test_short_rows_finished_together(dtype, threaded, monkeypatch):
+    """Row kernels on float64 and short narrow rows (at most SHORT_ROW_BYTES) take each
+    output's maximum, then its terms, and finish a run of outputs in one loop
+    (``_rows_two_pass``): NaN, +inf and all -inf rows among finite ones, at the edges of the
+    runs the threads take (threaded: CHUNKS_PER_THREAD runs per thread; else on one thread),
+    in the input and in a reversed view, land on their own outputs."""
     if threaded:
         monkeypatch.setattr(lse_module, "PARALLEL_MIN", 64)
     lse_module._JOBS.clear()
-    x = sample((203, 37), np.dtype(np.float64), seed=41, scale=4.0)
+    assert 37 * np.dtype(dtype).itemsize <= lse_module.SHORT_ROW_BYTES
+    x = sample((203, 37), np.dtype(dtype), seed=41, scale=4.0)
     x[0, 5] = np.nan
     x[1, 3] = np.inf
     x[2] = -np.inf

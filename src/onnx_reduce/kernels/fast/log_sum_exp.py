@@ -12,9 +12,10 @@ like the reference path, computed in float64 and rounded once to the input dtype
   a tiny result (``[0, -40]`` -> 4.25e-18) keeps its digits.
 
 Layouts come from :func:`._common.canonical` (no copy, any strides, never a whole-array copy).
-Rows (the innermost dim is reduced: inner, all, non-adjacent axes): float64 finds each output's
-maximum, then adds its terms. Narrower floats read a row once: first with a guessed shift (the
-maximum of its first ``PROBE`` elements, :func:`_guess_range`: one vectorized loop of
+Rows (the innermost dim is reduced: inner, all, non-adjacent axes): float64, and narrower floats
+reducing at most ``SHORT_ROW_BYTES`` per output, find each output's maximum, then add its terms,
+and finish a run of outputs together. Longer narrow rows are read once: first with a guessed
+shift (the maximum of its first ``PROBE`` elements, :func:`_guess_range`: one vectorized loop of
 ``exp(x - m)`` with no compare or tie count), kept when no element exceeds it by more than
 ``MARGIN`` and the result is at least ``GUARD`` in magnitude (then the error is far below half a
 float32 ulp); otherwise in chunks of ``CHUNK`` elements (the maximum of a chunk, then its terms
@@ -122,6 +123,9 @@ PARALLEL_MIN = 1 << 16
 #: The parallel row kernel cuts its outputs in this many runs per thread, handed out
 #: dynamically.
 CHUNKS_PER_THREAD = 16
+#: Narrow floats' outputs of at most this many input bytes are read twice, as float64's: the
+#: maximum, then the terms from cache (longer ones once, with a guessed shift).
+SHORT_ROW_BYTES = 1024
 #: Small arrays with a kept innermost run at most this wide take :func:`_small_columns`; wider
 #: runs the general column kernel (its four-rows-at-a-time loops win there).
 SMALL_COLUMNS_MAX_WIDTH = 128
@@ -850,27 +854,36 @@ def _rows_serial(base, bits, offset, geo, block, out):
 
 def _rows_between(base, bits, offset, geo, block, out, a, b):  # pragma: no cover
     """njit-only: outputs ``a..b`` of the row kernel, each output's next row prefetched;
-    float64 by :func:`_float64_rows`, narrower floats by :func:`_narrow_rows`."""
+    float64 by :func:`_rows_two_pass`, narrower floats by :func:`_narrow_rows`."""
     raise NotImplementedError
 
 
 @overload(_rows_between)
 def _rows_between_impl(base, bits, offset, geo, block, out, a, b):
-    return _float64_rows if base.dtype == types.float64 else _narrow_rows
+    if base.dtype == types.float64:
+        return lambda base, bits, offset, geo, block, out, a, b: _rows_two_pass(
+            base, bits, offset, geo, block, out, a, b)
+    return _narrow_rows
 
 
 def _narrow_rows(base, bits, offset, geo, block, out, a, b):  # pragma: no cover
-    """:func:`_rows_between` of float16, bfloat16 and float32: each output on its own."""
+    """:func:`_rows_between` of float16, bfloat16 and float32: outputs of at most
+    SHORT_ROW_BYTES as float64's (:func:`_rows_two_pass`), longer ones each read once."""
     ks, kst, rs, rst, n, step = _row_dims(geo)
+    if _per_output(n, rs) * base.itemsize <= SHORT_ROW_BYTES:
+        _rows_two_pass(base, bits, offset, geo, block, out, a, b)
+        return
     for t in range(a, b):
         _prefetch_row(bits, offset, ks, kst, rs, n, step, t + 1, out.size)
         store(out, t, _row_narrow(base, bits, offset, ks, kst, rs, rst, n, step, block, t))
 
 
-def _float64_rows(base, bits, offset, geo, block, out, a, b):  # pragma: no cover
-    """:func:`_rows_between` of float64: each output's exact maximum, then its terms (its rows
-    still in cache); the finishes of all in one loop that vectorizes (:func:`_finish_all`: one
-    at a time, each output's log and Newton step cost as much as a short row's terms)."""
+@njit(cache=True)
+def _rows_two_pass(base, bits, offset, geo, block, out, a, b):
+    """Outputs ``a..b`` of the row kernel, float64 and short narrow rows: each output's exact
+    maximum, then its terms (its rows still in cache); the finishes of all in one loop that
+    vectorizes (:func:`_finish_all`: one at a time, each output's log and Newton step cost as
+    much as a short row's terms)."""
     ks, kst, rs, rst, n, step = _row_dims(geo)
     total = _per_output(n, rs)
     sums = np.empty((5, b - a))  # peaks, his, los, ties, results: one allocation
