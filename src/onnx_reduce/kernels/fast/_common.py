@@ -82,6 +82,7 @@ from ...spec.dtypes import bfloat16
 from ._exp import float32_to_half, half_to_float64
 
 __all__ = [
+    "CHUNKS_PER_THREAD",
     "REASSOC",
     "Canonical",
     "c_packed",
@@ -108,6 +109,9 @@ __all__ = [
 ]
 
 REASSOC = {"reassoc"}  # a set: numba rejects a frozenset
+#: Parallel loops are cut in this many chunks per thread, handed out dynamically (a thread
+#: that finishes early takes the next).
+CHUNKS_PER_THREAD = 16
 
 # the geometries' accessors, callable in compiled code too (inlined: slices of the array)
 for _accessor in (kept_dims, reduced_dims, merged_dims):

@@ -57,6 +57,7 @@ from ...spec.dtypes import bfloat16
 from ..exact_lse import fast_bound, refine_log_sum_exp, suspects, threshold
 from ..reference import kept_first
 from ._common import (
+    CHUNKS_PER_THREAD,
     REASSOC,
     Canonical,
     canonical,
@@ -120,9 +121,6 @@ COLUMN_BYTES = 2048
 COLUMN_MIN_BYTES = 128
 #: Below this many input elements the kernels run on the calling thread only.
 PARALLEL_MIN = 1 << 16
-#: The parallel row kernel cuts its outputs in this many runs per thread, handed out
-#: dynamically.
-CHUNKS_PER_THREAD = 16
 #: Narrow floats' outputs of at most this many input bytes are read twice, as float64's: the
 #: maximum, then the terms from cache (longer ones once, with a guessed shift).
 SHORT_ROW_BYTES = 1024

@@ -62,6 +62,7 @@ from numba.extending import intrinsic, overload
 from ...plan import ReductionPlan
 from ...spec.dtypes import is_float
 from ._common import (
+    CHUNKS_PER_THREAD,
     REASSOC,
     c_packed,
     canonical,
@@ -98,8 +99,6 @@ COLUMNS_COMPENSATED = COLUMNS // 2
 #: launch costs about as much as the second thread saves, and far more when the other core is
 #: busy (docs/kernel-design.md, "From any array to two loops").
 PARALLEL_MIN = 1 << 20
-#: Parallel loops are cut in this many chunks per thread, handed out dynamically.
-CHUNKS_PER_THREAD = 16
 #: Least elements (rows: of one row range; columns: rows) in one piece of a split reduction.
 MIN_PIECE_ELEMENTS = 1 << 14
 MIN_PIECE_ROWS = 64
