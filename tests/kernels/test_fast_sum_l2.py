@@ -368,22 +368,31 @@ def test_float32_rows_three_outputs_at_a_time(op: str) -> None:
 def test_float32_long_runs_of_pieces_in_thirds(op: str) -> None:
     """Pieces of a reduction split across threads whose float32 runs are at least
     THIRDS_MIN_BYTES long are read in thirds side by side (``_run_in_thirds``): one output
-    (all axes, from 16 MiB) and a few long rows, with 1 and 2 elements left over after the
-    thirds."""
+    (all axes, from 16 MiB) and a few long rows, their lengths chosen so that the pieces' runs
+    leave 1 and 2 elements over after the thirds."""
     dtype = np.dtype(np.float32)
     threads = _common.num_threads()
     longest = sum_l2.MOST_PIECES * sum_l2.THIRDS_MIN_BYTES // dtype.itemsize
-    cases = [(make((longest + 7,), dtype, 90), None), (make((3, longest // 4 + 5), dtype, 91), [1])]
-    for x, axes in cases:
-        reduced = tuple(range(x.ndim)) if axes is None else tuple(axes)
-        geo, _ = sum_l2.c_packed(x.shape, reduced)
+
+    def schedule(shape, reduced):
+        geo, _ = sum_l2.c_packed(shape, reduced)
         assert sum_l2._three_streams(geo, dtype)
-        _, pieces, _ = sum_l2._rows_schedule(geo, dtype.itemsize, threads, sum_l2.MOST_PIECES)
-        run_length = x.shape[-1] // pieces
-        assert pieces > 1
-        assert run_length * dtype.itemsize >= sum_l2.THIRDS_MIN_BYTES
-        assert run_length % 3 != 0 or (run_length + 1) % 3 != 0
-        assert_close(run(op, x, axes), expected(x, None if axes is None else reduced, op))
+        return sum_l2._rows_schedule(geo, dtype.itemsize, threads, sum_l2.MOST_PIECES)[1]
+
+    for rows, seed in ((None, 90), (3, 91)):
+        shape = (longest,) if rows is None else (rows, longest // 4)
+        reduced = tuple(range(len(shape))) if rows is None else (1,)
+        pieces = schedule(shape, reduced)
+        k = (shape[-1] // pieces + 2) // 3 * 3 + 1  # runs of k and k + 1: 1 and 2 left over
+        shape = (*shape[:-1], pieces * k + pieces // 2)
+        assert schedule(shape, reduced) == pieces > 1
+        n = shape[-1]
+        runs = [n * (p + 1) // pieces - n * p // pieces for p in range(pieces)]
+        assert min(runs) * dtype.itemsize >= sum_l2.THIRDS_MIN_BYTES
+        assert {r % 3 for r in runs} == {1, 2}
+        x = make(shape, dtype, seed)
+        axes = None if rows is None else [1]
+        assert_close(run(op, x, axes), expected(x, None if rows is None else reduced, op))
 
 
 @pytest.mark.parametrize("op", ["sum", "l2"])
