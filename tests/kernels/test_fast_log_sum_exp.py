@@ -263,6 +263,7 @@ def test_split_columns_read_once_with_guessed_shifts_and_fall_back(dtype, monkey
 
     def guessed(data):  # the guessed read alone: (whether it served every output, outputs)
         base = data.reshape(-1).view(np.uint16) if dtype == np.float16 else data.reshape(-1)
+        base.setflags(write=False)  # as the kernels read it (no writeable variant compiles)
         bits = base.view(np.int32) if dtype == np.float32 else base
         out = np.empty(data.shape[1], base.dtype)
         served = lse_module._split_guesses(base, bits, offset, *dims, width, pieces, out)
@@ -541,7 +542,8 @@ def test_guessed_shift_split_pieces(dtype, monkeypatch):
 
 def test_guess_serves_or_declines():
     x = guess_rows(np.dtype(np.float32))
-    flat = x.reshape(-1)  # the kernels read flat views
+    flat = x.reshape(-1)  # the kernels read flat read-only views (a writeable one would
+    flat.setflags(write=False)  # compile a variant of its own, which test_fast_common forbids)
     bits = flat.view(np.int32)
     empty = np.empty(0, np.int64)
     n = x.shape[1]
@@ -580,6 +582,7 @@ def test_column_guess_serves_or_declines():
     x = np.ascontiguousarray(guess_rows(np.dtype(np.float32)).T)
     n, w = x.shape
     flat = x.reshape(-1)
+    flat.setflags(write=False)  # as the kernels read it (no writeable variant compiles)
     bits = flat.view(np.int32)
     keys = np.full(w, lse_module._KEY_FLOOR, np.int64)
     mags = np.zeros(w, np.int64)
