@@ -372,7 +372,7 @@ def test_float32_long_runs_of_pieces_in_thirds(op: str) -> None:
     leave 1 and 2 elements over after the thirds."""
     dtype = np.dtype(np.float32)
     threads = _common.num_threads()
-    longest = sum_l2.MOST_PIECES * sum_l2.THIRDS_MIN_BYTES // dtype.itemsize
+    longest = sum_l2.THIRDS_ONE_OUTPUT_BYTES // dtype.itemsize
 
     def schedule(shape, reduced):
         geo, _ = sum_l2.c_packed(shape, reduced)

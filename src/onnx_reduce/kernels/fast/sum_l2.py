@@ -133,9 +133,11 @@ WIDE_PREFETCH_BYTES = 2048
 #: Rows :func:`_add_wide_rows` takes at a time, in thirds (three streams 16 rows apart).
 GROUP_ROWS = 48
 #: float32 runs of at least this many bytes in the pieces of a reduction split across threads
-#: (one output, or a few) are read in thirds, side by side (:func:`_run_in_thirds`): faster
-#: from memory, slower for the shorter runs of inputs that fit in cache.
+#: (one output, or a few) are read in thirds, side by side (:func:`_run_in_thirds`).
 THIRDS_MIN_BYTES = 1 << 18
+#: ...and a single output's, from this many input bytes on: smaller inputs are read from cache,
+#: where one stream per thread is faster (docs/kernel-design.md, "Row kernel").
+THIRDS_ONE_OUTPUT_BYTES = 16 << 20
 
 _F64 = np.dtype(np.float64)
 #: The dtypes served, and the dtype each accumulates in.
@@ -344,8 +346,8 @@ def _three_streams(geo: np.ndarray, dtype: np.dtype) -> bool:
     """Whether the row kernel reads three float32 streams at a time
     (:func:`_float32_rows_parallel`): each output sums several contiguous rows of at most
     STREAM_BLOCK_BYTES (non-adjacent axes), or one of STREAM_BLOCK_BYTES and more (inner axis),
-    or one output reduces a contiguous run long enough for its pieces to be read in thirds
-    (:func:`_run_in_thirds`; all axes of a C-contiguous input from 16 MiB).
+    or one output reduces a contiguous run of THIRDS_ONE_OUTPUT_BYTES and more, its pieces read
+    in thirds (:func:`_run_in_thirds`; all axes of a C-contiguous input from 16 MiB).
 
     >>> f32 = np.dtype(np.float32)
     >>> [bool(_three_streams(c_packed(shape, axes)[0], f32))
@@ -361,8 +363,8 @@ def _three_streams(geo: np.ndarray, dtype: np.dtype) -> bool:
     row = rsz[-1]  # its size
     if math.prod(rsz) == row:  # one row per output
         nk = len(kept_dims(geo)[0])
-        if nk == 0:  # one output: when its pieces' runs are read in thirds
-            return row * dtype.itemsize >= MOST_PIECES * THIRDS_MIN_BYTES
+        if nk == 0:  # one output: its pieces' runs read in thirds
+            return row * dtype.itemsize >= THIRDS_ONE_OUTPUT_BYTES
         return nk == 1 and row * dtype.itemsize >= STREAM_BLOCK_BYTES
     return row * dtype.itemsize <= STREAM_BLOCK_BYTES
 
