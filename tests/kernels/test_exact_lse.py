@@ -8,6 +8,7 @@ float16/bfloat16/float32 and 2 ulp for float64.
 from __future__ import annotations
 
 import math
+import sys
 
 import mpmath
 import numpy as np
@@ -99,16 +100,50 @@ def test_issue_float64_pair_near_minus_ln2(path):
     assert_within_contract(x, [1], path)
 
 
-@pytest.mark.parametrize("path", ["reference", "fast"])
-def test_float64_log_softmax_needs_mpmath(path, monkeypatch):
-    """float64 log-softmax rows have LSE ~1e-17: beyond double-double, mpmath decides."""
-    calls = []
+def _count_mpmath_calls(monkeypatch) -> list:
+    calls: list = []
     original = exact_lse._mpmath_lse
     monkeypatch.setattr(exact_lse, "_mpmath_lse",
                         lambda row, dtype: calls.append(1) or original(row, dtype))
+    return calls
+
+
+@pytest.mark.parametrize("path", ["reference", "fast"])
+def test_float64_log_softmax_is_decided_in_triple_double(path, monkeypatch):
+    """float64 log-softmax rows have LSE ~1e-17: beyond double-double, decided by the compiled
+    triple-double stage without mpmath."""
+    calls = _count_mpmath_calls(monkeypatch)
+    x = log_softmax_rows(20, 7, np.float64, seed=3)
+    assert_within_contract(x, [1], path)
+    assert exact_lse.first_stage() is not exact_lse.double_double_lse
+    assert not calls
+
+
+@pytest.mark.parametrize("path", ["reference", "fast"])
+def test_float64_log_softmax_needs_mpmath_after_double_double(path, monkeypatch):
+    """Without numba the numpy double-double stage comes first: mpmath decides those rows."""
+    calls = _count_mpmath_calls(monkeypatch)
+    monkeypatch.setattr(exact_lse, "first_stage", lambda: exact_lse.double_double_lse)
     x = log_softmax_rows(20, 7, np.float64, seed=3)
     assert_within_contract(x, [1], path)
     assert calls
+
+
+@pytest.mark.parametrize("path", ["reference", "fast"])
+def test_results_beyond_triple_double_reach_mpmath(path, monkeypatch):
+    """log(exp(-60) + exp(a)), a the float64 nearest log1p(-exp(-60)), is ~3e-43: below what
+    triple-double decides (its bound ~2**-133 here); mpmath gives it within the contract."""
+    calls = _count_mpmath_calls(monkeypatch)
+    x = np.array([[-60.0, -8.75651076269652e-27], [-0.5, -0.9]])
+    got = lse(x, [1], path)
+    assert calls == [1]
+    assert worst_ulps(x, [1], got) <= tolerance(x.dtype)
+    assert 1e-43 < got[0, 0] < 1e-42
+
+
+def test_the_first_stage_is_double_double_without_numba(monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnx_reduce.kernels.fast.extended", None)
+    assert exact_lse.first_stage() is exact_lse.double_double_lse
 
 
 # ----------------------------------------------------------------------------- the machinery
@@ -131,7 +166,7 @@ def test_threshold_is_the_binade_of_the_bound():
 def test_double_double_exp_against_mpmath():
     d = np.array([0.0, -1e-300, -2**-30, -0.1, -0.5, -1.0, -7.25, -100.5, -700.0])
     dl = d * 2.0**-60
-    head, tail = exact_lse._dd_exp(d, dl)
+    head, tail = exact_lse.dd_exp(d, dl)
     with mpmath.workprec(300):
         for a, b, h, t in zip(d, dl, head, tail, strict=True):
             want = mpmath.exp(mpmath.mpf(a) + mpmath.mpf(b))
@@ -145,7 +180,7 @@ def test_double_double_exp_against_mpmath():
 def test_double_double_log_against_mpmath():
     s = np.array([1.0, 1 + 2**-50, 1.5, 7.0, 1e6])
     low = np.array([2**-60, 0.0, 2**-58, -(2**-55), 1e-11])
-    head, tail = exact_lse._dd_log(s, low)
+    head, tail = exact_lse.dd_log(s, low)
     with mpmath.workprec(300):
         for a, b, h, t in zip(s, low, head, tail, strict=True):
             want = mpmath.log(mpmath.mpf(a) + mpmath.mpf(b))

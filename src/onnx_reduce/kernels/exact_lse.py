@@ -8,10 +8,11 @@ exact result: ``bound > (tolerance - 1/2) * ulp_below(r)``. That only happens wh
 small against the shift (the log-sum nearly cancels the maximum), so the test is one compare,
 ``|r| < threshold(dtype, n)``. Suspect outputs are recomputed here from their input slices:
 
-1. in double-double arithmetic (numpy, vectorized over the suspect slices): ``x - m`` exact by
-   TwoDiff, ``exp`` by range reduction, Taylor series and squaring, a pairwise double-double
-   sum, ``log`` by a Newton step on the double-double ``exp``; error bound
-   :func:`_double_double_bound`;
+1. in triple-double arithmetic, compiled (:func:`.fast.extended.td_lse_rows`, about 150
+   bits), or without numba in double-double (:func:`double_double_lse`, numpy, vectorized
+   over the suspect slices): ``x - m`` exact by TwoDiff, ``exp`` by range reduction, Taylor
+   series and squaring, a pairwise sum, ``log`` by a Newton step on the ``exp``; each with
+   its error bound ``E``;
 2. outputs still undecided (the two ends of ``[r - E, r + E]`` round differently and ``E`` is
    over the tolerance) in mpmath at 128, 256, ... bits up to :data:`MAX_BITS` (then the last
    estimate is taken; no such input is known).
@@ -39,8 +40,8 @@ from ..spec.dtypes import EXTENDED, bfloat16
 from .rounding import round_to
 
 __all__ = [
-    "fast_bound", "flagged_rows", "float_format", "reference_bound", "refine_log_sum_exp",
-    "suspects", "threshold",
+    "double_double_lse", "fast_bound", "first_stage", "flagged_rows", "float_format",
+    "reference_bound", "refine_log_sum_exp", "suspects", "threshold",
 ]
 
 U = 2.0**-53
@@ -154,11 +155,21 @@ def flagged_rows(view: np.ndarray, nkept: int, mask: np.ndarray):
 
 def _refined(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """The LSE of each float64 row (finite result), rounded to ``dtype`` within the contract."""
-    head, tail, bound = _double_double_lse(rows)
+    head, tail, bound = first_stage()(rows)
     values, decided = _decide(head, tail, bound, dtype)
     for i in np.flatnonzero(~decided):
         values[i] = _mpmath_lse(rows[i], dtype)
     return values
+
+
+def first_stage():
+    """The most precise fast stage: compiled triple-double, or numpy's double-double where
+    numba is missing (the triple-double stage decides ~2**44 times closer to 0)."""
+    try:
+        from .fast.extended import td_lse_rows
+    except ImportError:
+        return double_double_lse
+    return td_lse_rows
 
 
 def _decide(head: np.ndarray, tail: np.ndarray, bound: np.ndarray, dtype: np.dtype):
@@ -234,33 +245,33 @@ def _dd_const(value: Fraction) -> tuple[float, float]:
 
 
 #: ln 2 in three parts: 40 bits (k * part exact for |k| < 2**13), then two float64s.
-_LN2_1 = math.ldexp(math.floor(math.ldexp(math.log(2), 40)), -40)
+LN2_1 = math.ldexp(math.floor(math.ldexp(math.log(2), 40)), -40)
 with mpmath.workprec(240):
-    _LN2_REST = mpmath.log(2) - _LN2_1
-    _LN2_2 = float(_LN2_REST)
-    _LN2_3 = float(_LN2_REST - _LN2_2)
+    _LN2_REST = mpmath.log(2) - LN2_1
+    LN2_2 = float(_LN2_REST)
+    LN2_3 = float(_LN2_REST - LN2_2)
 #: 1/k! as double-doubles, k = 0..TAYLOR.
 TAYLOR = 14
-_INV_FACT = [_dd_const(Fraction(1, math.factorial(k))) for k in range(TAYLOR + 1)]
-_SQUARINGS = 4
+INV_FACT = tuple(_dd_const(Fraction(1, math.factorial(k))) for k in range(TAYLOR + 1))
+SQUARINGS = 4
 
 
-def _dd_exp(dh: np.ndarray, dl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def dd_exp(dh: np.ndarray, dl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """exp(dh + dl) for -750 <= dh <= 0 as a double-double, relative error below 2**-100
     (results under 2**-1000 lose their low part: invisible beside the sum's 1)."""
-    k = np.rint(dh / _LN2_1)
-    rh = dh - k * _LN2_1  # exact: k has at most 11 bits, _LN2_1 40
-    ph, pl = two_prod(k, np.full_like(k, _LN2_2))
-    rh, rl = _dd_add(rh, dl, -ph, -pl - k * _LN2_3)
-    scale = 2.0 ** -_SQUARINGS
+    k = np.rint(dh / LN2_1)
+    rh = dh - k * LN2_1  # exact: k has at most 11 bits, LN2_1 40
+    ph, pl = two_prod(k, np.full_like(k, LN2_2))
+    rh, rl = _dd_add(rh, dl, -ph, -pl - k * LN2_3)
+    scale = 2.0 ** -SQUARINGS
     rh, rl = rh * scale, rl * scale
-    eh, el = _INV_FACT[TAYLOR]
+    eh, el = INV_FACT[TAYLOR]
     eh, el = np.full_like(rh, eh), np.full_like(rh, el)
     for j in range(TAYLOR - 1, 0, -1):  # expm1(r) = r (1 + r/2 (1 + r/3 (...)))
         eh, el = _dd_mul(eh, el, rh, rl)
-        eh, el = _dd_add(eh, el, *_INV_FACT[j])
+        eh, el = _dd_add(eh, el, *INV_FACT[j])
     eh, el = _dd_mul(eh, el, rh, rl)
-    for _ in range(_SQUARINGS):  # expm1(2r) = expm1(r) * (2 + expm1(r))
+    for _ in range(SQUARINGS):  # expm1(2r) = expm1(r) * (2 + expm1(r))
         th, tl = _dd_add(eh, el, 2.0, 0.0)
         eh, el = _dd_mul(eh, el, th, tl)
     eh, el = _dd_add(eh, el, 1.0, 0.0)
@@ -291,7 +302,7 @@ def dd_sums(high: np.ndarray, low: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     return head.reshape(plain.shape), tail.reshape(plain.shape), plain
 
 
-def _double_double_lse(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def double_double_lse(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(head, tail, bound): LSE of each row as head + tail within ``bound``."""
     finite = rows > -np.inf
     peak = np.max(np.where(finite, rows, -np.inf), axis=1)
@@ -300,21 +311,21 @@ def _double_double_lse(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
     live = finite & (dh > -745.0)
     dh = np.where(live, dh, 0.0)
     dl = np.where(live, dl, 0.0)
-    th, tl = _dd_exp(dh, dl)
+    th, tl = dd_exp(dh, dl)
     th, tl = np.where(live, th, 0.0), np.where(live, tl, 0.0)
     sh, sl = dd_sum_rows(th, tl)
-    lh, ll = _dd_log(sh, sl)
+    lh, ll = dd_log(sh, sl)
     head, tail = _dd_add(peak, np.zeros_like(peak), lh, ll)
     n = rows.shape[1]
     bound = 2.0**-90 * (2.0 + math.log2(n) + np.abs(peak) + np.abs(lh)) + n * 2.0**-1000
     return head, tail, bound
 
 
-def _dd_log(sh: np.ndarray, sl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def dd_log(sh: np.ndarray, sl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """log(sh + sl) for sh + sl >= 1: log1p in float64, then a Newton step on the
     double-double exp (the error squares: below 2**-100 in absolute terms)."""
     start = np.maximum(np.log1p((sh - 1.0) + sl), 0.0)
-    eh, el = _dd_exp(-start, np.zeros_like(start))
+    eh, el = dd_exp(-start, np.zeros_like(start))
     ph, pl = _dd_mul(sh, sl, eh, el)
     correction = (ph - 1.0) + pl  # ph is within 2**-50 of 1: exact difference
     return _two_sum(start, correction)

@@ -1,0 +1,124 @@
+"""The compiled triple-double stage of ReduceLogSumExp's exact recomputation
+(kernels/fast/extended.py), against mpmath at 600 bits."""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+from numba import njit
+
+extended = pytest.importorskip("onnx_reduce.kernels.fast.extended")
+
+PREC = 600
+
+
+def _exact_lse(row: np.ndarray) -> mpmath.mpf:
+    finite = [mpmath.mpf(float(v)) for v in row if v > -np.inf]
+    return mpmath.log(mpmath.fsum(mpmath.exp(v) for v in finite))
+
+
+@njit
+def _exps(d):
+    t = np.zeros((3, d.size))
+    t[0] = d
+    extended._td_exp_all(t, np.ones(d.size), np.empty(d.size), np.empty((3, d.size)), d.size)
+    return t
+
+
+@njit
+def _logs(s):
+    n = s.shape[1]
+    out = s.copy()
+    extended._td_log_all(out, np.empty((3, n)), np.empty(n), np.empty(n), np.empty((3, n)), n)
+    return out
+
+
+@pytest.mark.parametrize(("low", "high"), [(0.0, 0.5), (0.5, 12.0), (12.0, 600.0)])
+def test_exp_within_2_to_the_minus_150(low, high):
+    rng = np.random.default_rng(1)
+    d = -(low + rng.random(500) * (high - low))
+    d[:3] = [-low, -1e-300, -math.log(2) / 2]
+    parts = _exps(d)
+    with mpmath.workprec(PREC):
+        for x, a, b, c in zip(d, *parts, strict=True):
+            want = mpmath.exp(mpmath.mpf(x))
+            assert abs(mpmath.mpf(a) + b + c - want) <= want * mpmath.mpf(2) ** -150, x
+
+
+def test_exp_of_tiny_results_within_a_few_subnormal_spacings():
+    d = -np.linspace(700.0, 745.0, 400)
+    parts = _exps(d)
+    with mpmath.workprec(PREC):
+        for x, a, b, c in zip(d, *parts, strict=True):
+            error = abs(mpmath.mpf(a) + b + c - mpmath.exp(mpmath.mpf(x)))
+            assert error <= 4 * mpmath.mpf(2) ** -1074, x
+
+
+def test_log_within_2_to_the_minus_150():
+    rng = np.random.default_rng(2)
+    s = np.zeros((3, 400))
+    s[0] = np.concatenate([1 + rng.random(200) * 2**-40, 1 + rng.random(100) * 50,
+                           rng.random(100) * 2.0**40 + 1])
+    s[1] = s[0] * 2.0**-60 * rng.random(400)
+    s[2] = s[0] * 2.0**-115 * rng.random(400)
+    s[:, 0] = [1.0, 0.0, 0.0]
+    logs = _logs(s)
+    with mpmath.workprec(PREC):
+        for (s0, s1, s2), (a, b, c) in zip(s.T, logs.T, strict=True):
+            want = mpmath.log(mpmath.mpf(s0) + s1 + s2)
+            assert abs(mpmath.mpf(a) + b + c - want) <= (1 + want) * mpmath.mpf(2) ** -150
+
+
+def _log_softmax(rows: int, length: int, seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal((rows, length)) * 3
+    with mpmath.workprec(200):
+        return np.array([[float(mpmath.mpf(float(a)) - _exact_lse(row)) for a in row]
+                         for row in v])
+
+
+def _families() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(3)
+    gaps = rng.standard_normal((40, 9))
+    gaps[:, 4:] -= 800.0  # beyond exp's range: zero terms
+    gaps[::2, 1] = -np.inf
+    pairs = -math.log(2) + rng.random((60, 1)) * 1e-3 + np.array([0.0, -(2.0**-40)])
+    return {
+        "log-softmax": _log_softmax(30, 17, 4),
+        "pairs near -ln 2": pairs,
+        "large maxima": rng.standard_normal((30, 5)) * 40 + 700,
+        "negative maxima": rng.standard_normal((30, 5)) - 1e5,
+        "dead gaps and -inf": gaps,
+        "ties": np.full((5, 8), -2.0794415416798357),  # -ln 8: the LSE is ~0
+    }
+
+
+@pytest.mark.parametrize("family", list(_families()))
+def test_rows_within_their_bound(family):
+    """Every row within its bound; where the result is near 0 (the bound's last term, on the
+    result's magnitude, is negligible) within a 64th of it: the bound is not vacuous."""
+    rows = _families()[family]
+    head, tail, bound = extended.td_lse_rows(np.ascontiguousarray(rows))
+    with mpmath.workprec(PREC):
+        for row, h, t, b in zip(rows, head, tail, bound, strict=True):
+            error = abs(mpmath.mpf(h) + t - _exact_lse(row))
+            assert error <= b, family
+            if abs(h) < 1e-10:
+                assert error <= b / 64, family
+
+
+@pytest.mark.parametrize(("count", "length"), [(1, 40_000), (2_500, 7), (3, 16_384)])
+def test_blocks_of_rows_and_rows_longer_than_a_block(count, length):
+    """Rows cut into blocks of BLOCK elements (the last one short) or one row longer than a
+    block: each row's result is the one it gets alone."""
+    rng = np.random.default_rng(5)
+    rows = rng.standard_normal((count, length)) - 3.0
+    head, tail, _ = extended.td_lse_rows(rows)
+    for i in (0, count // 2, count - 1):
+        alone = extended.td_lse_rows(rows[i:i + 1])
+        assert (head[i], tail[i]) == (alone[0][0], alone[1][0])
+    with mpmath.workprec(PREC):
+        want = _exact_lse(rows[-1])
+        assert abs(mpmath.mpf(head[-1]) + tail[-1] - want) <= abs(want) * mpmath.mpf(2) ** -100
