@@ -122,3 +122,21 @@ def test_blocks_of_rows_and_rows_longer_than_a_block(count, length):
     with mpmath.workprec(PREC):
         want = _exact_lse(rows[-1])
         assert abs(mpmath.mpf(head[-1]) + tail[-1] - want) <= abs(want) * mpmath.mpf(2) ** -100
+
+
+def test_threads_take_runs_of_whole_blocks_with_one_threads_results(monkeypatch):
+    """Blocks shared out across threads (5 blocks and 3 rows: runs of unequal length) give what
+    one thread gives, row for row."""
+    calls = []
+    threaded = extended._threaded_blocks
+    monkeypatch.setattr(extended, "_threaded_blocks",
+                        lambda *args: calls.append(1) or threaded(*args))
+    per = extended.BLOCK // 7
+    rows = np.random.default_rng(6).standard_normal((5 * per + 3, 7)) * 2
+    alone = np.empty((3, rows.shape[0]))
+    extended._blocks(rows, per, 0, rows.shape[0], alone)
+    got = np.array(extended.td_lse_rows(rows))
+    if extended.num_threads() < 2:
+        pytest.skip("one thread: nothing is shared out")
+    assert calls == [1]
+    assert np.array_equal(got, alone)

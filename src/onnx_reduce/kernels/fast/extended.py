@@ -3,18 +3,20 @@ recomputation of suspect ReduceLogSumExp outputs between double-double and mpmat
 
 Three float64 parts carry about 150 bits, enough to decide the rounding of results within
 2**-34 of 0 that double-double's 106 bits cannot, such as the LSE of log-softmax rows
-(~1e-16): exp by range reduction (ln 2 in four parts), a degree-13 Taylor series and ten
-squarings, a pairwise sum, log by log1p and a third-order correction. Each step is one loop
-over a row's elements, so that the loops vectorize (about 80 ns per element on one core,
-against ~25 us in mpmath and ~0.9 us in the numpy double-double stage).
+(~1e-16): ``x - m`` exact, exp by a reduction to ``|r| <= ln2/64`` (ln2/32 in four parts, a
+table of 2**(j/32)) and a degree-18 series whose inner levels run in float64 and
+double-double, a pairwise sum, log by log1p and a third-order correction. Each step is one
+loop over a block of rows' elements, so that it vectorizes: about 50 ns per element on one
+core (mpmath: ~25 us; the numpy double-double stage: ~0.9 us).
 
 :func:`td_lse_rows` takes C-contiguous float64 rows with a finite maximum (no NaN, no +inf)
 and returns ``(head, tail, bound)``: the LSE of each row is ``head + tail`` within ``bound``,
 ``2**-140 (2 + log2 n + |m| + |L|) + n 2**-1000 + 2**-104 |head|`` (the last term covers
-``tail``, the rounded sum of the two low parts). Measured against mpmath: within 2**-150
-(2 + log2 n + |m| + |L|) (docs/accuracy.md). Error-free transformations need IEEE
-arithmetic: nothing here is compiled with fast-math flags, and products' errors come from a
-true fused multiply-add (``llvm.fma``).
+``tail``, the rounded sum of the two low parts). Measured against mpmath: exp within
+2**-157.5 relative, results near 0 within 2**-160 (2 + log2 n + |m| + |L|)
+(docs/accuracy.md). Error-free transformations need IEEE arithmetic: nothing here is
+compiled with fast-math flags, and products' errors come from a true fused multiply-add
+(``llvm.fma``).
 
 >>> import numpy as np
 >>> a = -8.75651076269652e-27  # the float64 nearest log1p(-exp(-60))
@@ -31,12 +33,11 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .. import exact_lse as _dd
-from ._common import two_sum
+from ._common import num_threads, parallel_section, threads_now, two_sum
 from ._exp import as_float64
 
 __all__ = ["TD_BOUND", "td_lse_rows"]
@@ -84,16 +85,46 @@ def _split3(value) -> tuple[float, float, float]:
     return parts[0], parts[1], parts[2]
 
 
-#: ln 2 - LN2_1 in three parts (ln 2 to ~2**-200 with LN2_1).
+#: exp(x) = 2**q 2**(j/32) exp(r): x = k ln2/32 + r, |r| <= ln2/64, k = 32 q + j. ln2/32 is
+#: _STEP_HI (36 bits: k _STEP_HI is exact for |k| < 2**17) plus three parts.
+_TABLE_BITS = 5
 with mpmath.workprec(400):
-    _TD_LN2 = _split3(mpmath.log(2) - _dd.LN2_1)
-#: Taylor degree and squarings: |r| <= ln2 / 2**11 and r**13 / 13! < 2**-170 |r|.
-_TD_TAYLOR = 13
-_TD_SQUARINGS = 10
-_TD_FACT = tuple(_split3(Fraction(1, math.factorial(k))) for k in range(_TD_TAYLOR + 1))
-_TD_FACT_0 = tuple(f[0] for f in _TD_FACT)
-_TD_FACT_1 = tuple(f[1] for f in _TD_FACT)
-_TD_FACT_2 = tuple(f[2] for f in _TD_FACT)
+    _STEP = mpmath.log(2) / 2**_TABLE_BITS
+    _STEP_HI = math.ldexp(int(mpmath.floor(mpmath.ldexp(_STEP, 41))), -41)
+    _STEP_LO = _split3(_STEP - _STEP_HI)
+    _INV_STEP = float(1 / _STEP)
+    #: 2**(j/32) in three parts: row p holds part p.
+    _POW2 = np.array([_split3(mpmath.power(2, mpmath.mpf(j) / 2**_TABLE_BITS))
+                      for j in range(2**_TABLE_BITS)]).T.copy()
+#: exp(r) - 1 = r (1 + r/2 (1 + r/3 (...))) to degree 18 (r**19/19! < 2**-180); level i of the
+#: nesting costs its precision times ~|r|**i / i!: levels 13-18 in float64, 8-12 in
+#: double-double, 1-7 in triple-double keep every level's error below 2**-160.
+_DEGREE = 18
+_DD_LEVEL = 12
+_TD_LEVEL = 7
+_FACT = np.array([_split3(Fraction(1, math.factorial(i))) for i in range(_DEGREE + 1)]).T.copy()
+
+
+@njit(cache=True, inline="always")
+def _fast_two_sum(a, b):
+    s = a + b
+    return s, b - (s - a)
+
+
+@njit(cache=True, inline="always")
+def _dd_add(ah, al, bh, bl):
+    """a + b in double-double (relative error about 2**-104)."""
+    s, e = two_sum(ah, bh)
+    t, f = two_sum(al, bl)
+    s, e = _fast_two_sum(s, e + t)
+    return _fast_two_sum(s, e + f)
+
+
+@njit(cache=True, inline="always")
+def _dd_mul(ah, al, bh, bl):
+    """a * b in double-double (relative error about 2**-104)."""
+    p, e = two_prod(ah, bh)
+    return _fast_two_sum(p, e + (ah * bl + al * bh))
 
 
 @njit(cache=True, inline="always")
@@ -127,44 +158,57 @@ def _td_mul(a0, a1, a2, b0, b1, b2):
 
 
 @njit(cache=True)
-def _td_reduce(t, k, r, count):
-    """r <- (t[0] + t[1] - k ln 2) / 2**_TD_SQUARINGS as three parts, k = rint(t[0] / ln 2);
-    t <- the Taylor series' last coefficient (the first ``count`` elements)."""
-    scale = 2.0 ** -_TD_SQUARINGS
-    for j in range(count):
-        k[j] = np.rint(t[0, j] / _dd.LN2_1)
-        a0, a1, a2 = _renorm(t[0, j] - k[j] * _dd.LN2_1, t[1, j], 0.0)  # exact difference
-        b0, b1 = two_prod(k[j], _TD_LN2[0])
+def _td_reduce(t, k, r, n):
+    """r <- t[0] + t[1] - k ln2/32 as three parts, k = rint(32 t[0] / ln 2) (first n)."""
+    for j in range(n):
+        k[j] = np.rint(t[0, j] * _INV_STEP)
+        a0, a1, a2 = _renorm(t[0, j] - k[j] * _STEP_HI, t[1, j], 0.0)  # exact difference
+        b0, b1 = two_prod(k[j], _STEP_LO[0])
         a0, a1, a2 = _td_add(a0, a1, a2, -b0, -b1, 0.0)
-        b0, b1 = two_prod(k[j], _TD_LN2[1])
-        a0, a1, a2 = _td_add(a0, a1, a2, -b0, -b1, -k[j] * _TD_LN2[2])
-        r[0, j], r[1, j], r[2, j] = a0 * scale, a1 * scale, a2 * scale
-        t[0, j], t[1, j], t[2, j] = (_TD_FACT_0[_TD_TAYLOR], _TD_FACT_1[_TD_TAYLOR],
-                                     _TD_FACT_2[_TD_TAYLOR])
+        b0, b1 = two_prod(k[j], _STEP_LO[1])
+        r[0, j], r[1, j], r[2, j] = _td_add(a0, a1, a2, -b0, -b1, -k[j] * _STEP_LO[2])
 
 
 @njit(cache=True)
-def _td_exp_all(t, keep, k, r, n):
-    """t <- keep * exp(t[0] + t[1]) as three parts for the first ``n`` elements,
-    -746 <= t[0] <= 0, relative error below 2**-150 (parts under 2**-1022 lose their low bits:
-    absolute error of a few 2**-1074); each step one loop over the elements; k and r are
-    scratch."""
-    _td_reduce(t, k, r, n)
-    for i in range(_TD_TAYLOR - 1, 0, -1):  # expm1(r) = r (1 + r/2 (1 + r/3 (...)))
-        c0, c1, c2 = _TD_FACT_0[i], _TD_FACT_1[i], _TD_FACT_2[i]
+def _td_expm1_reduced(t, r, n):
+    """t <- exp(r) - 1 as three parts (first n), |r| <= ln2/64: the nesting's inner levels in
+    float64, then double-double, then triple-double (constants above)."""
+    for j in range(n):
+        t[0, j], t[1, j], t[2, j] = _FACT[0, _DEGREE], 0.0, 0.0
+    for i in range(_DEGREE - 1, _DD_LEVEL, -1):
+        c = _FACT[0, i]
+        for j in range(n):
+            t[0, j] = t[0, j] * r[0, j] + c
+    for i in range(_DD_LEVEL, _TD_LEVEL, -1):
+        c0, c1 = _FACT[0, i], _FACT[1, i]
+        for j in range(n):
+            a0, a1 = _dd_mul(t[0, j], t[1, j], r[0, j], r[1, j])
+            t[0, j], t[1, j] = _dd_add(a0, a1, c0, c1)
+    for i in range(_TD_LEVEL, 0, -1):
+        c0, c1, c2 = _FACT[0, i], _FACT[1, i], _FACT[2, i]
         for j in range(n):
             a0, a1, a2 = _td_mul(t[0, j], t[1, j], t[2, j], r[0, j], r[1, j], r[2, j])
             t[0, j], t[1, j], t[2, j] = _td_add(a0, a1, a2, c0, c1, c2)
     for j in range(n):
         t[0, j], t[1, j], t[2, j] = _td_mul(t[0, j], t[1, j], t[2, j],
                                             r[0, j], r[1, j], r[2, j])
-    for _ in range(_TD_SQUARINGS):  # expm1(2r) = expm1(r) (2 + expm1(r))
-        for j in range(n):
-            a0, a1, a2 = _td_add(t[0, j], t[1, j], t[2, j], 2.0, 0.0, 0.0)
-            t[0, j], t[1, j], t[2, j] = _td_mul(t[0, j], t[1, j], t[2, j], a0, a1, a2)
+
+
+@njit(cache=True)
+def _td_exp_all(t, keep, k, r, n):
+    """t <- keep * exp(t[0] + t[1]) as three parts for the first ``n`` elements,
+    -746 <= t[0] <= 0, relative error below 2**-150 (parts under 2**-1022 lose their low bits:
+    absolute error of a few 2**-1074); each step one loop over the elements (so that it
+    vectorizes); k and r are scratch."""
+    _td_reduce(t, k, r, n)
+    _td_expm1_reduced(t, r, n)
+    mask = 2**_TABLE_BITS - 1
     for j in range(n):
         a0, a1, a2 = _td_add(t[0, j], t[1, j], t[2, j], 1.0, 0.0, 0.0)
-        f, g = _pow2(np.int64(k[j]))
+        i = np.int64(k[j])
+        row = i & mask
+        a0, a1, a2 = _td_mul(a0, a1, a2, _POW2[0, row], _POW2[1, row], _POW2[2, row])
+        f, g = _pow2(i >> _TABLE_BITS)
         t[0, j], t[1, j], t[2, j] = (((a0 * f) * g) * keep[j], ((a1 * f) * g) * keep[j],
                                      ((a2 * f) * g) * keep[j])
 
@@ -231,26 +275,48 @@ def _gaps(rows, peaks, t, keep):
 BLOCK = 1 << 14
 
 
-@njit(cache=True)
-def td_lse_rows(rows):
+def td_lse_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(head, tail, bound) of each row's LSE in triple-double (module docstring), a block of
-    rows at a time (short rows vectorize across rows)."""
+    rows at a time (short rows vectorize across rows); two blocks or more are shared out
+    across numba's threads."""
     count, n = rows.shape
-    head, tail, bound = np.empty(count), np.empty(count), np.empty(count)
+    out = np.empty((3, count))
     per = max(1, BLOCK // n)
+    if count >= 2 * per and num_threads() > 1:
+        with parallel_section():
+            _threaded_blocks(rows, per, out)
+    else:
+        _blocks(rows, per, 0, count, out)
+    return out[0], out[1], out[2]
+
+
+@njit(cache=True, parallel=True)
+def _threaded_blocks(rows, per, out):
+    """:func:`_blocks` on runs of whole blocks, one run per thread."""
+    blocks = (rows.shape[0] + per - 1) // per
+    runs = min(blocks, threads_now())
+    for c in prange(runs):
+        i = np.int64(c)  # prange indices may be unsigned
+        first = blocks * i // runs * per
+        _blocks(rows, per, first, min(rows.shape[0], blocks * (i + 1) // runs * per), out)
+
+
+@njit(cache=True)
+def _blocks(rows, per, first, stop, out):
+    """out[:, i] = (head, tail, bound) for rows first to stop, ``per`` rows at a time."""
+    n = rows.shape[1]
     t, r = np.empty((3, per * n)), np.empty((3, per * n))
     keep, k = np.empty(per * n), np.empty(per * n)
     peaks, sums, e = np.empty(per), np.empty((3, per)), np.empty((3, per))
-    for first in range(0, count, per):
-        m = min(per, count - first)
-        _gaps(rows[first:first + m], peaks, t, keep)
+    for start in range(first, stop, per):
+        m = min(per, stop - start)
+        _gaps(rows[start:start + m], peaks, t, keep)
         _td_exp_all(t, keep, k, r, m * n)
         for i in range(m):
             sums[0, i], sums[1, i], sums[2, i] = _td_sum(t, i * n, n)
         _td_log_all(sums, e, keep, k, r, m)
         for i in range(m):
             r0, r1, r2 = _td_add(peaks[i], 0.0, 0.0, sums[0, i], sums[1, i], sums[2, i])
-            head[first + i], tail[first + i] = r0, r1 + r2
-            bound[first + i] = (TD_BOUND * (2.0 + math.log2(n) + abs(peaks[i]) + abs(sums[0, i]))
-                                + n * 2.0**-1000 + 2.0**-104 * abs(r0))
-    return head, tail, bound
+            units = 2.0 + math.log2(n) + abs(peaks[i]) + abs(sums[0, i])
+            out[0, start + i], out[1, start + i] = r0, r1 + r2
+            out[2, start + i] = TD_BOUND * units + n * 2.0**-1000 + 2.0**-104 * abs(r0)
