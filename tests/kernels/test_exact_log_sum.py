@@ -4,6 +4,7 @@ reference path's results on the hard families (sums near 1, cancelling sums) aga
 from __future__ import annotations
 
 import math
+import sys
 from fractions import Fraction
 
 import mpmath
@@ -152,3 +153,27 @@ def test_the_double_double_stage_leaves_undecidable_sums_to_mpmath() -> None:
     rows = np.array([[1.0, 2.0**-1000, -1.0], [0.5, 0.5, 2.0**-60]])
     _, decided = exact_log_sum._double_double_log_sum(rows, np.dtype(np.float32))
     assert decided.tolist() == [False, True]
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("path", ["reference", "fast"])
+def test_rows_near_one_are_decided_without_the_exact_path(dtype, path, monkeypatch) -> None:
+    """Rows normalised to sum to 1 (some to exactly 1 in their dtype): the compiled
+    triple-double stage decides every one, correctly rounded."""
+    pytest.importorskip("onnx_reduce.kernels.fast.extended")
+    calls = []
+    monkeypatch.setattr(exact_log_sum, "exact_log_sum",
+                        lambda row, dtype: calls.append(1) or exact_row(row, dtype))
+    data = _near_one_rows(dtype, 300, 12, seed=11)
+    with kernel_path(path):
+        result = reduce_log_sum(data, axes=[1])
+    assert not calls
+    assert _ulps(result, data, [1]) <= 0.5 + 2.0**-20
+    assert (result == 0).any()  # rows whose sum is exactly 1 (checked exactly, not bounded)
+
+
+def test_the_first_stage_is_double_double_without_numba(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "onnx_reduce.kernels.fast.extended", None)
+    rows = _near_one_rows(np.dtype(np.float64), 5, 12, seed=1).astype(np.float64)
+    _, decided = exact_log_sum.first_stage(rows, np.dtype(np.float64))
+    assert not decided.any()  # numpy's double-double never decides float64

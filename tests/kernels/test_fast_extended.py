@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import mpmath
 import numpy as np
@@ -134,9 +135,49 @@ def test_threads_take_runs_of_whole_blocks_with_one_threads_results(monkeypatch)
     per = extended.BLOCK // 7
     rows = np.random.default_rng(6).standard_normal((5 * per + 3, 7)) * 2
     alone = np.empty((3, rows.shape[0]))
-    extended._blocks(rows, per, 0, rows.shape[0], alone)
+    extended._blocks(rows, per, extended.LSE, 0, rows.shape[0], alone)
     got = np.array(extended.td_lse_rows(rows))
     if extended.num_threads() < 2:
         pytest.skip("one thread: nothing is shared out")
     assert calls == [1]
     assert np.array_equal(got, alone)
+
+
+def _exact_log_sum(row: np.ndarray) -> mpmath.mpf:
+    return mpmath.log(sum((Fraction(float(v)) for v in row), Fraction(0)))
+
+
+def test_log_sum_rows_within_their_bound_or_left_undecided():
+    """Sums near 1, cancelling sums, wide magnitudes: within the bound (a 64th of it where the
+    log is near 0); sums at or under 0, beyond 2**1000 or under 2**-1000: bound inf."""
+    rng = np.random.default_rng(8)
+    near = rng.random((40, 9))
+    near /= near.sum(axis=1, keepdims=True)
+    cancel = rng.standard_normal((20, 9))
+    cancel[:, -1] = -cancel[:, :-1].sum(axis=1) + rng.random(20) * 2.0**-20
+    wide = np.array([[1e300, 1.0, -1e300, 0.5, 0.0], [2.0**-1010, 2.0**-1020, 0.0, 0.0, 0.0],
+                     [1.0, -1.0, 0.0, 0.0, 0.0], [-1.0, 0.25, 0.0, 0.0, 0.0],
+                     [1e308, 1e308, 0.0, 0.0, 0.0],
+                     [1e40, 1.0, 2.0**-60, 2.0**-120, -1e40],  # four parts: the sum rounds
+                     [3e40, 1.0, 2.0**-61, -(2.0**-115), -3e40]])
+    for block in (near, cancel, wide):
+        head, tail, bound = extended.td_log_sum_rows(np.ascontiguousarray(block))
+        for row, h, t, b in zip(block, head, tail, bound, strict=True):
+            total = sum((Fraction(float(v)) for v in row), Fraction(0))
+            if total <= 0 or not Fraction(2) ** -1000 < total < Fraction(2) ** 1000:
+                assert b == np.inf
+                continue
+            with mpmath.workprec(PREC):
+                error = abs(mpmath.mpf(h) + t - _exact_log_sum(row))
+                assert error <= b
+                if abs(h) < 1e-10:
+                    assert error <= b / 64
+
+
+def test_sums_to_one_is_exact():
+    assert extended._sums_to_one(np.array([0.5, 0.25, 0.25]))
+    assert extended._sums_to_one(np.array([1e300, 1.0, -1e300]))
+    assert extended._sums_to_one(np.array([2.0**-1074, 1.0, -(2.0**-1074)]))
+    assert not extended._sums_to_one(np.array([0.1, 0.9]))  # 0.1 + 0.9 rounds to 1 in float64
+    assert not extended._sums_to_one(np.array([1.0, 2.0**-1074]))
+    assert not extended._sums_to_one(np.array([1e308, 1e308, -1e308, -1e308, 1.0]))  # overflow

@@ -6,10 +6,12 @@ sum ``S~`` is within ``E = gamma(n) * A`` of the exact ``S`` (``A`` the sum of m
 classic summation bound), so ``log S~`` is within ``E / (S~ - E)`` of ``log S``, plus the log's
 own rounding (``2 v |r|``). Where the sum cancels (``S << A``) or is close to 1 (``|log S|``
 tiny), that can exceed the contract (1 ulp, float64 2): those outputs are *suspect*
-(:func:`log_sum_suspects`, a few array operations) and are recomputed: first from a
-double-double sum (vectorized; narrow dtypes, kept where its bound decides the rounding), the
-rest from the exact sum (an expansion of ``math.fsum`` partial sums) with mpmath at 128 bits:
-``log1p(S - 1)`` near 1, ``log S`` elsewhere, rounded to the dtype (within 1/2 ulp + 2**-120).
+(:func:`log_sum_suspects`, a few array operations) and are recomputed: first from compiled
+triple-double sums and logs (:func:`.fast.extended.td_log_sum_rows`; without numba a numpy
+double-double sum, which decides narrow dtypes only), kept where the bound decides the
+rounding, the rest from the exact sum (an expansion of ``math.fsum`` partial sums) with mpmath
+at 128 bits: ``log1p(S - 1)`` near 1, ``log S`` elsewhere, rounded to the dtype (within
+1/2 ulp + 2**-120).
 Derivation: docs/accuracy.md.
 
 >>> x = np.array([[2.0**100, 1.0, -2.0**100]], np.float32)
@@ -33,10 +35,19 @@ import mpmath
 import numpy as np
 
 from ..spec.dtypes import accumulator
-from .exact_lse import SAFETY, _ulp_below, dd_sum_rows, flagged_rows, tolerance_ulps
+from .exact_lse import (
+    SAFETY,
+    _ulp_below,
+    dd_sum_rows,
+    decide,
+    flagged_rows,
+    tolerance_ulps,
+)
 from .rounding import round_to
 
-__all__ = ["exact_log_sum", "floor_log", "log_sum_suspects", "refine_log_sum", "sum_bound"]
+__all__ = [
+    "exact_log_sum", "first_stage", "floor_log", "log_sum_suspects", "refine_log_sum", "sum_bound",
+]
 
 #: Working precision (bits) of the exact recomputation's log.
 BITS = 128
@@ -87,10 +98,22 @@ def refine_log_sum(view: np.ndarray, nkept: int, result: np.ndarray, mask: np.nd
     ``result`` from their slices of ``view`` (kept axes first, reduced ones last)."""
     flat = result.reshape(-1)
     for batch, rows in flagged_rows(view, nkept, mask):
-        values, decided = _double_double_log_sum(rows, result.dtype)
+        values, decided = first_stage(rows, result.dtype)
         for i in np.flatnonzero(~decided):
             values[i] = exact_log_sum(rows[i], result.dtype)
         flat[batch] = values
+
+
+def first_stage(rows: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """(values, decided): the log of each row's sum rounded to ``dtype``, and where that is
+    within the contract: from compiled triple-double sums and logs (every dtype), or where
+    numba is missing from :func:`_double_double_log_sum` (narrow dtypes only)."""
+    try:
+        from .fast.extended import td_log_sum_rows
+    except ImportError:
+        return _double_double_log_sum(rows, dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return decide(*td_log_sum_rows(rows), dtype)
 
 
 #: Unit roundoff of float64.

@@ -40,7 +40,7 @@ from ..spec.dtypes import EXTENDED, bfloat16
 from .rounding import round_to
 
 __all__ = [
-    "double_double_lse", "fast_bound", "first_stage", "flagged_rows", "float_format",
+    "decide", "double_double_lse", "fast_bound", "first_stage", "flagged_rows", "float_format",
     "reference_bound", "refine_log_sum_exp", "suspects", "threshold",
 ]
 
@@ -156,7 +156,7 @@ def flagged_rows(view: np.ndarray, nkept: int, mask: np.ndarray):
 def _refined(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """The LSE of each float64 row (finite result), rounded to ``dtype`` within the contract."""
     head, tail, bound = first_stage()(rows)
-    values, decided = _decide(head, tail, bound, dtype)
+    values, decided = decide(head, tail, bound, dtype)
     for i in np.flatnonzero(~decided):
         values[i] = _mpmath_lse(rows[i], dtype)
     return values
@@ -172,7 +172,7 @@ def first_stage():
     return td_lse_rows
 
 
-def _decide(head: np.ndarray, tail: np.ndarray, bound: np.ndarray, dtype: np.dtype):
+def decide(head: np.ndarray, tail: np.ndarray, bound: np.ndarray, dtype: np.dtype):
     """Round ``head + tail`` to ``dtype``; decided where ``[r - bound, r + bound]`` rounds to
     one value, or where ``bound`` is within the contract's room."""
     estimate = head + tail

@@ -40,7 +40,7 @@ from numba.extending import intrinsic
 from ._common import num_threads, parallel_section, threads_now, two_sum
 from ._exp import as_float64
 
-__all__ = ["TD_BOUND", "td_lse_rows"]
+__all__ = ["TD_BOUND", "td_log_sum_rows", "td_lse_rows"]
 
 #: The triple-double stage's error bound per unit of ``2 + log2 n + |m| + |L|``.
 TD_BOUND = 2.0**-140
@@ -215,15 +215,15 @@ def _td_exp_all(t, keep, k, r, n):
 
 @njit(cache=True, inline="always")
 def _log_start(s0, s1):
-    """log(s0 + s1) within an ulp (log1p), at least 0."""
-    return max(np.log1p((s0 - 1.0) + s1), 0.0)
+    """log(s0 + s1) within an ulp or two (log1p near 1, where s0 - 1 is exact)."""
+    return np.log1p((s0 - 1.0) + s1) if s0 > 0.5 else np.log(s0)
 
 
 @njit(cache=True)
 def _td_log_all(s, e, keep, k, r, n):
-    """s <- log(s) for the first ``n`` columns, each >= 1: log1p, then
-    log(1 + c) = c - c**2/2 + c**3/3 with 1 + c = s exp(-start), |c| <= 2**-46 (start is
-    within an ulp of log s <= 28); e, keep, k and r are scratch."""
+    """s <- log(s) for the first ``n`` columns, 2**-1000 < s < 2**1000: a float64 start, then
+    log(1 + c) = c - c**2/2 + c**3/3 with 1 + c = s exp(-start), |c| <= 2**-41 (start is
+    within two ulps of |log s| < 700); e, keep, k and r are scratch."""
     for i in range(n):
         e[0, i], e[1, i], keep[i] = -_log_start(s[0, i], s[1, i]), 0.0, 1.0
     _td_exp_all(e, keep, k, r, n)
@@ -273,50 +273,134 @@ def _gaps(rows, peaks, t, keep):
 
 #: Elements per block of rows (a row longer than this is a block on its own).
 BLOCK = 1 << 14
+#: What :func:`_blocks` computes of each row.
+LSE, LOG_SUM = 0, 1
 
 
 def td_lse_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(head, tail, bound) of each row's LSE in triple-double (module docstring), a block of
-    rows at a time (short rows vectorize across rows); two blocks or more are shared out
-    across numba's threads."""
+    """(head, tail, bound) of each row's LSE in triple-double (module docstring)."""
+    return _rows(rows, LSE)
+
+
+def td_log_sum_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(head, tail, bound) of the log of each row's sum (finite rows): the log is
+    ``head + tail`` within ``bound``, ``E / (S - E) + 2**-140 (1 + |r|) + 2**-104 |r|`` with
+    ``E = 2**-140 (2 + log2 n) sum|x|`` the triple-double sum's bound; ``bound`` is inf where
+    that cannot be used: ``S <= E``, or S outside (2**-1000, 2**1000)."""
+    return _rows(rows, LOG_SUM)
+
+
+def _rows(rows: np.ndarray, kind: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``kind`` of each row, a block of rows at a time (short rows vectorize across rows);
+    two blocks or more are shared out across numba's threads."""
     count, n = rows.shape
     out = np.empty((3, count))
     per = max(1, BLOCK // n)
     if count >= 2 * per and num_threads() > 1:
         with parallel_section():
-            _threaded_blocks(rows, per, out)
+            _threaded_blocks(rows, per, kind, out)
     else:
-        _blocks(rows, per, 0, count, out)
+        _blocks(rows, per, kind, 0, count, out)
     return out[0], out[1], out[2]
 
 
 @njit(cache=True, parallel=True)
-def _threaded_blocks(rows, per, out):
+def _threaded_blocks(rows, per, kind, out):
     """:func:`_blocks` on runs of whole blocks, one run per thread."""
     blocks = (rows.shape[0] + per - 1) // per
     runs = min(blocks, threads_now())
     for c in prange(runs):
         i = np.int64(c)  # prange indices may be unsigned
         first = blocks * i // runs * per
-        _blocks(rows, per, first, min(rows.shape[0], blocks * (i + 1) // runs * per), out)
+        _blocks(rows, per, kind, first, min(rows.shape[0], blocks * (i + 1) // runs * per), out)
 
 
 @njit(cache=True)
-def _blocks(rows, per, first, stop, out):
-    """out[:, i] = (head, tail, bound) for rows first to stop, ``per`` rows at a time."""
+def _blocks(rows, per, kind, first, stop, out):
+    """out[:, i] = (head, tail, bound) of ``kind`` for rows first to stop, ``per`` rows at a
+    time."""
     n = rows.shape[1]
-    t, r = np.empty((3, per * n)), np.empty((3, per * n))
-    keep, k = np.empty(per * n), np.empty(per * n)
-    peaks, sums, e = np.empty(per), np.empty((3, per)), np.empty((3, per))
+    scratch = (np.empty((3, per * n)), np.empty((3, per * n)), np.empty(per * n),
+               np.empty(per * n), np.empty(per), np.empty((3, per)), np.empty((3, per)))
     for start in range(first, stop, per):
-        m = min(per, stop - start)
-        _gaps(rows[start:start + m], peaks, t, keep)
-        _td_exp_all(t, keep, k, r, m * n)
-        for i in range(m):
-            sums[0, i], sums[1, i], sums[2, i] = _td_sum(t, i * n, n)
-        _td_log_all(sums, e, keep, k, r, m)
-        for i in range(m):
-            r0, r1, r2 = _td_add(peaks[i], 0.0, 0.0, sums[0, i], sums[1, i], sums[2, i])
-            units = 2.0 + math.log2(n) + abs(peaks[i]) + abs(sums[0, i])
-            out[0, start + i], out[1, start + i] = r0, r1 + r2
-            out[2, start + i] = TD_BOUND * units + n * 2.0**-1000 + 2.0**-104 * abs(r0)
+        block, results = rows[start:min(stop, start + per)], out[:, start:min(stop, start + per)]
+        if kind == LSE:
+            _lse_block(block, scratch, results)
+        else:
+            _log_sum_block(block, scratch, results)
+
+
+@njit(cache=True)
+def _lse_block(rows, scratch, out):
+    """out[:, i] = (head, tail, bound) of row i's LSE."""
+    t, r, keep, k, peaks, sums, e = scratch
+    m, n = rows.shape
+    _gaps(rows, peaks, t, keep)
+    _td_exp_all(t, keep, k, r, m * n)
+    for i in range(m):
+        sums[0, i], sums[1, i], sums[2, i] = _td_sum(t, i * n, n)
+    _td_log_all(sums, e, keep, k, r, m)
+    for i in range(m):
+        r0, r1, r2 = _td_add(peaks[i], 0.0, 0.0, sums[0, i], sums[1, i], sums[2, i])
+        units = 2.0 + math.log2(n) + abs(peaks[i]) + abs(sums[0, i])
+        out[0, i], out[1, i] = r0, r1 + r2
+        out[2, i] = TD_BOUND * units + n * 2.0**-1000 + 2.0**-104 * abs(r0)
+
+
+@njit(cache=True)
+def _log_sum_block(rows, scratch, out):
+    """out[:, i] = (head, tail, bound) of the log of row i's sum (:func:`td_log_sum_rows`);
+    a row whose sum is 1 to triple-double precision is checked exactly (its log, 0, is the one
+    result no bound can decide)."""
+    t, r, keep, k, errors, sums, e = scratch
+    m, n = rows.shape
+    for i in range(m):
+        magnitude = 0.0
+        for j in range(n):
+            t[0, i * n + j], t[1, i * n + j], t[2, i * n + j] = rows[i, j], 0.0, 0.0
+            magnitude += abs(rows[i, j])
+        s0, s1, s2 = _td_sum(t, i * n, n)
+        error = TD_BOUND * (2.0 + math.log2(n)) * magnitude * (1.0 + n * 2.0**-52)
+        usable = 2.0**-1000 < s0 < 2.0**1000 and s0 - error > 0.0
+        sums[0, i], sums[1, i], sums[2, i] = (s0, s1, s2) if usable else (1.0, 0.0, 0.0)
+        errors[i] = error / (s0 - error) * (1.0 + 2.0**-50) if usable else np.inf
+        if (s0, s1, s2) == (1.0, 0.0, 0.0) and _sums_to_one(rows[i]):
+            errors[i] = -1.0  # exact: log 1 = 0
+    _td_log_all(sums, e, keep, k, r, m)
+    for i in range(m):
+        r0 = sums[0, i]
+        out[0, i], out[1, i] = r0, sums[1, i] + sums[2, i]
+        out[2, i] = errors[i] + TD_BOUND * (1.0 + abs(r0)) + 2.0**-104 * abs(r0)
+        if errors[i] < 0.0:
+            out[:, i] = 0.0
+
+
+#: Partials of :func:`_sums_to_one`: each holds 53 bits of a different binade, 2098 in all.
+_MOST_PARTIALS = 48
+
+
+@njit(cache=True)
+def _sums_to_one(row):
+    """Whether the finite float64s of ``row`` sum to exactly 1 (``math.fsum``'s exact
+    partials, Shewchuk: the sum of non-overlapping partials is 0 only if each is); False also
+    where it cannot tell (an overflow)."""
+    partials = np.zeros(_MOST_PARTIALS)
+    count = 0
+    for j in range(row.size + 1):
+        x = row[j] if j < row.size else -1.0
+        kept = 0
+        for p in range(count):
+            y = partials[p]
+            if abs(x) < abs(y):
+                x, y = y, x
+            high = x + y
+            low = y - (high - x)
+            if low != 0.0:
+                partials[kept] = low
+                kept += 1
+            x = high
+        if kept == _MOST_PARTIALS or abs(x) == np.inf:
+            return False  # not proven (the exact path decides)
+        partials[kept] = x
+        count = kept + 1
+    return not np.any(partials[:count])
