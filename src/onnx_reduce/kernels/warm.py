@@ -20,7 +20,6 @@ import numpy as np
 
 from ..spec import REGISTRY, latest, op_record
 from ..spec.dtypes import dtype_named
-from .exact_lse import first_stage
 
 #: (shape, axes) that take each kernel: small rows, columns, non-adjacent axes, wide columns
 #: (one thread); large rows, columns, three-stream rows, few outputs in pieces (all threads).
@@ -83,8 +82,8 @@ def _warm_calls(calls: list[tuple[str, str]], layouts: list) -> int:
 
     made = 0
     for name, type_name in calls:
-        if name == "ReduceLogSumExp" and dtype_named(type_name).kind == "f":
-            first_stage()(np.zeros((1, 2)))  # the exact stage of results near 0
+        if name in ("ReduceLogSumExp", "ReduceLogSum") and dtype_named(type_name).kind == "f":
+            _warm_exact_stage()
         reduce = getattr(onnx_reduce, op_record(name).function)
         for shape, axes in layouts:
             x = _sample(shape, dtype_named(type_name))
@@ -93,6 +92,16 @@ def _warm_calls(calls: list[tuple[str, str]], layouts: list) -> int:
                     reduce(data, axes=axes, keepdims=data is x)
                 made += 1
     return made
+
+
+def _warm_exact_stage() -> None:
+    """The compiled first stage of the exact recomputations (results near 0), if numba is
+    there."""
+    try:
+        from .fast.extended import warm
+    except ImportError:
+        return
+    warm()
 
 
 def _sample(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
