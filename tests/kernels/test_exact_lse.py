@@ -166,7 +166,7 @@ def test_threshold_is_the_binade_of_the_bound():
 def test_double_double_exp_against_mpmath():
     d = np.array([0.0, -1e-300, -2**-30, -0.1, -0.5, -1.0, -7.25, -100.5, -700.0])
     dl = d * 2.0**-60
-    head, tail = exact_lse.dd_exp(d, dl)
+    head, tail = exact_lse._dd_exp(d, dl)
     with mpmath.workprec(300):
         for a, b, h, t in zip(d, dl, head, tail, strict=True):
             want = mpmath.exp(mpmath.mpf(a) + mpmath.mpf(b))
@@ -180,7 +180,7 @@ def test_double_double_exp_against_mpmath():
 def test_double_double_log_against_mpmath():
     s = np.array([1.0, 1 + 2**-50, 1.5, 7.0, 1e6])
     low = np.array([2**-60, 0.0, 2**-58, -(2**-55), 1e-11])
-    head, tail = exact_lse.dd_log(s, low)
+    head, tail = exact_lse._dd_log(s, low)
     with mpmath.workprec(300):
         for a, b, h, t in zip(s, low, head, tail, strict=True):
             want = mpmath.log(mpmath.mpf(a) + mpmath.mpf(b))

@@ -10,9 +10,9 @@ small against the shift (the log-sum nearly cancels the maximum), so the test is
 
 1. in triple-double arithmetic, compiled (:func:`.fast.extended.td_lse_rows`, about 150
    bits), or without numba in double-double (:func:`double_double_lse`, numpy, vectorized
-   over the suspect slices): ``x - m`` exact by TwoDiff, ``exp`` by range reduction, Taylor
-   series and squaring, a pairwise sum, ``log`` by a Newton step on the ``exp``; each with
-   its error bound ``E``;
+   over the suspect slices): ``x - m`` exact by TwoDiff, ``exp`` by range reduction and a
+   Taylor series, a pairwise sum, ``log`` by a Newton step on the ``exp``; each with its
+   error bound ``E``;
 2. outputs still undecided (the two ends of ``[r - E, r + E]`` round differently and ``E`` is
    over the tolerance) in mpmath at 128, 256, ... bits up to :data:`MAX_BITS` (then the last
    estimate is taken; no such input is known).
@@ -245,33 +245,33 @@ def _dd_const(value: Fraction) -> tuple[float, float]:
 
 
 #: ln 2 in three parts: 40 bits (k * part exact for |k| < 2**13), then two float64s.
-LN2_1 = math.ldexp(math.floor(math.ldexp(math.log(2), 40)), -40)
+_LN2_1 = math.ldexp(math.floor(math.ldexp(math.log(2), 40)), -40)
 with mpmath.workprec(240):
-    _LN2_REST = mpmath.log(2) - LN2_1
-    LN2_2 = float(_LN2_REST)
-    LN2_3 = float(_LN2_REST - LN2_2)
+    _LN2_REST = mpmath.log(2) - _LN2_1
+    _LN2_2 = float(_LN2_REST)
+    _LN2_3 = float(_LN2_REST - _LN2_2)
 #: 1/k! as double-doubles, k = 0..TAYLOR.
 TAYLOR = 14
-INV_FACT = tuple(_dd_const(Fraction(1, math.factorial(k))) for k in range(TAYLOR + 1))
-SQUARINGS = 4
+_INV_FACT = [_dd_const(Fraction(1, math.factorial(k))) for k in range(TAYLOR + 1)]
+_SQUARINGS = 4
 
 
-def dd_exp(dh: np.ndarray, dl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _dd_exp(dh: np.ndarray, dl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """exp(dh + dl) for -750 <= dh <= 0 as a double-double, relative error below 2**-100
     (results under 2**-1000 lose their low part: invisible beside the sum's 1)."""
-    k = np.rint(dh / LN2_1)
-    rh = dh - k * LN2_1  # exact: k has at most 11 bits, LN2_1 40
-    ph, pl = two_prod(k, np.full_like(k, LN2_2))
-    rh, rl = _dd_add(rh, dl, -ph, -pl - k * LN2_3)
-    scale = 2.0 ** -SQUARINGS
+    k = np.rint(dh / _LN2_1)
+    rh = dh - k * _LN2_1  # exact: k has at most 11 bits, _LN2_1 40
+    ph, pl = two_prod(k, np.full_like(k, _LN2_2))
+    rh, rl = _dd_add(rh, dl, -ph, -pl - k * _LN2_3)
+    scale = 2.0 ** -_SQUARINGS
     rh, rl = rh * scale, rl * scale
-    eh, el = INV_FACT[TAYLOR]
+    eh, el = _INV_FACT[TAYLOR]
     eh, el = np.full_like(rh, eh), np.full_like(rh, el)
     for j in range(TAYLOR - 1, 0, -1):  # expm1(r) = r (1 + r/2 (1 + r/3 (...)))
         eh, el = _dd_mul(eh, el, rh, rl)
-        eh, el = _dd_add(eh, el, *INV_FACT[j])
+        eh, el = _dd_add(eh, el, *_INV_FACT[j])
     eh, el = _dd_mul(eh, el, rh, rl)
-    for _ in range(SQUARINGS):  # expm1(2r) = expm1(r) * (2 + expm1(r))
+    for _ in range(_SQUARINGS):  # expm1(2r) = expm1(r) * (2 + expm1(r))
         th, tl = _dd_add(eh, el, 2.0, 0.0)
         eh, el = _dd_mul(eh, el, th, tl)
     eh, el = _dd_add(eh, el, 1.0, 0.0)
@@ -311,21 +311,21 @@ def double_double_lse(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
     live = finite & (dh > -745.0)
     dh = np.where(live, dh, 0.0)
     dl = np.where(live, dl, 0.0)
-    th, tl = dd_exp(dh, dl)
+    th, tl = _dd_exp(dh, dl)
     th, tl = np.where(live, th, 0.0), np.where(live, tl, 0.0)
     sh, sl = dd_sum_rows(th, tl)
-    lh, ll = dd_log(sh, sl)
+    lh, ll = _dd_log(sh, sl)
     head, tail = _dd_add(peak, np.zeros_like(peak), lh, ll)
     n = rows.shape[1]
     bound = 2.0**-90 * (2.0 + math.log2(n) + np.abs(peak) + np.abs(lh)) + n * 2.0**-1000
     return head, tail, bound
 
 
-def dd_log(sh: np.ndarray, sl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _dd_log(sh: np.ndarray, sl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """log(sh + sl) for sh + sl >= 1: log1p in float64, then a Newton step on the
     double-double exp (the error squares: below 2**-100 in absolute terms)."""
     start = np.maximum(np.log1p((sh - 1.0) + sl), 0.0)
-    eh, el = dd_exp(-start, np.zeros_like(start))
+    eh, el = _dd_exp(-start, np.zeros_like(start))
     ph, pl = _dd_mul(sh, sl, eh, el)
     correction = (ph - 1.0) + pl  # ph is within 2**-50 of 1: exact difference
     return _two_sum(start, correction)
