@@ -395,11 +395,36 @@ def test_short_rows_finished_together(dtype, threaded, monkeypatch):
     chunks = lse_module.CHUNKS_PER_THREAD * 2
     for edge in (x.shape[0] * k // chunks for k in range(1, chunks)):
         x[edge, edge % 37] = (np.nan, np.inf, -np.inf)[edge % 3]
-    for view in (x, x[::-1]):
+    for view, adjacent in ((x, True), (x[::-1], True), (x[:, 1:], False)):
         plan = make_plan(Request(resolve("ReduceLogSumExp", 18), (1,), True, False), view.shape)
         job = lse_module.choose_job(lse_module.canonical(view, (1,)), view.dtype, plan)
-        assert job.kernel is (lse_module._rows_parallel if threaded else lse_module._rows_serial)
+        general = lse_module._rows_parallel if threaded else lse_module._rows_serial
+        assert job.kernel is (lse_module._short_rows if threaded and adjacent else general)
         assert_close(view, (1,), fast_lse(view, (1,)))
+    lse_module._JOBS.clear()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_adjacent_short_rows_give_the_row_kernels_bits(dtype, monkeypatch):
+    """Adjacent short rows (``_short_rows``, no walk) give the general row kernel's bits:
+    rows of 2, 3 and 16 and of SHORT_ROW_BYTES, specials among them, merged trailing axes."""
+    widest = lse_module.SHORT_ROW_BYTES // np.dtype(dtype).itemsize
+    for shape, axes in (((40_000, 2), (1,)), ((30_000, 3), (1,)), ((5_000, 16), (1,)),
+                        ((600, widest), (1,)), ((5_000, 4, 4), (1, 2))):
+        x = sample(shape, np.dtype(dtype), seed=43, scale=4.0)
+        x.reshape(-1)[::997] = np.nan
+        x.reshape(-1)[5::1009] = np.inf
+        x[7] = -np.inf
+        lse_module._JOBS.clear()
+        plan = make_plan(Request(resolve("ReduceLogSumExp", 18), axes, True, False), x.shape)
+        job = lse_module.choose_job(lse_module.canonical(x, axes), x.dtype, plan)
+        assert job.kernel is lse_module._short_rows
+        got = fast_lse(x, axes)
+        monkeypatch.setattr(lse_module, "_adjacent_rows", lambda canon: 0)
+        lse_module._JOBS.clear()
+        want = fast_lse(x, axes)
+        monkeypatch.undo()
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
     lse_module._JOBS.clear()
 
 
