@@ -3,8 +3,8 @@
 pairwise sum that the exact recomputations build on (:mod:`.extended`).
 
 Operations: :func:`add` (absolute error about 2**-157 of the larger operand), :func:`mul`
-(relative, about 2**-157), :func:`renorm`, :func:`two_prod` (Dekker's exact product by a true
-FMA). :func:`exp_all` works on a (3, n) array in place, -746 <= x <= 700 (results under
+(relative, about 2**-157), :func:`renorm`, :func:`two_prod` (a product and its exact error,
+by a true FMA). :func:`exp_all` works on a (3, n) array in place, -746 <= x <= 700 (results under
 2**-915 lose low parts to the subnormal range): ``x = k ln2/32 + r``,
 ``|r| <= ln2/64`` (ln2/32 as a 36-bit part, so ``k`` times it is exact, plus three parts), a
 table of 2**(j/32), and ``exp(r) - 1`` to degree 18 whose inner levels run in float64 and
