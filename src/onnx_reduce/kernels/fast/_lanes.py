@@ -95,14 +95,14 @@ def _minus_one(typingctx):  # type: ignore[no-untyped-def]
 
 
 @intrinsic
-def _fma(typingctx, a, b, c):  # type: ignore[no-untyped-def]
-    """``a * b + c`` rounded once."""
+def fma(typingctx, a, b, c):  # type: ignore[no-untyped-def]
+    """``a * b + c`` rounded once (also :mod:`.triple_double`'s exact products)."""
     sig = types.float64(types.float64, types.float64, types.float64)
 
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        fma = builder.module.declare_intrinsic("llvm.fma", [_DOUBLE],
-                                               ir.FunctionType(_DOUBLE, [_DOUBLE] * 3))
-        return builder.call(fma, args)
+        fn = builder.module.declare_intrinsic("llvm.fma", [_DOUBLE],
+                                              ir.FunctionType(_DOUBLE, [_DOUBLE] * 3))
+        return builder.call(fn, args)
 
     return sig, codegen
 
@@ -168,9 +168,9 @@ def _fold_four(typingctx, sums, comps):  # type: ignore[no-untyped-def]
 @njit(cache=True, nogil=True, inline="always")
 def _add(s, c, k, v, square, one, m1):
     """Lane ``k`` gains ``v`` (``v * v`` when ``square``, rounded once with the compensation)."""
-    y = _fma(v, v, c[k]) if square else _fma(c[k], one, v)
+    y = fma(v, v, c[k]) if square else fma(c[k], one, v)
     t = s[k] + y
-    c[k] = _fma(t, m1, s[k]) + y
+    c[k] = fma(t, m1, s[k]) + y
     s[k] = t
 
 

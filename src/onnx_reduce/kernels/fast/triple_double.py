@@ -27,30 +27,13 @@ from fractions import Fraction
 
 import mpmath
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import njit
 
 from ._common import two_sum
 from ._exp import as_float64
+from ._lanes import fma
 
 __all__ = ["add", "exp_all", "log_all", "mul", "pairwise_sum", "renorm", "two_prod"]
-
-
-@intrinsic
-def fma(typingctx, a, b, c):  # type: ignore[no-untyped-def]
-    """a * b + c rounded once (LLVM's ``fma``: the instruction, or libm's exact fallback)."""
-    if not all(t == types.float64 for t in (a, b, c)):
-        return None
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        double = ir.DoubleType()
-        fnty = ir.FunctionType(double, [double, double, double])
-        return builder.call(cgutils.get_or_insert_function(builder.module, fnty, "llvm.fma.f64"),
-                            args)
-
-    return types.float64(types.float64, types.float64, types.float64), codegen
 
 
 @njit(cache=True, inline="always")
