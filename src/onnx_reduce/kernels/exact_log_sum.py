@@ -112,8 +112,7 @@ def first_stage(rows: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarr
         from .fast.extended import td_log_sum_rows
     except ImportError:
         return _double_double_log_sum(rows, dtype)
-    with np.errstate(invalid="ignore", over="ignore"):
-        return decide(*td_log_sum_rows(rows), dtype)
+    return decide(*td_log_sum_rows(rows), dtype)
 
 
 #: Unit roundoff of float64.
