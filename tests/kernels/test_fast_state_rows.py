@@ -181,3 +181,32 @@ def test_float64_log_sum_exp_under_one_is_sent_back_to_its_slice(layout):
     view, axes = (data, (1,)) if layout == "rows" else (np.ascontiguousarray(data.T), (0,))
     within_contract(_reduced("ReduceLogSumExp", view, axes), "ReduceLogSumExp", view,
                     list(axes))
+
+
+def test_short_float64_rows_give_the_lanes_bits():
+    """Rows of at most LANES terms skip the lanes (:func:`compiled_rows._short_total`) and give
+    the double-doubles a row padded with zeros past LANES takes through them, bit for bit:
+    sums, sums of magnitudes and exact scaled squares (rows that are not finite are redone by
+    numpy, so only finiteness must agree there)."""
+    rng = np.random.default_rng(80)
+    lanes = compiled_rows.LANES
+    specials = np.array([0.0, -0.0, np.inf, np.nan, 5e-324, -1e308, 1e-300, 3e200])
+    for trial in range(600):
+        n = 1 + trial % lanes
+        x = rng.standard_normal((3, n)) * 10.0 ** rng.integers(-300, 300, (3, 1))
+        if trial % 3 == 1:
+            x -= x.mean(axis=1, keepdims=True)
+        elif trial % 3 == 2:
+            hit = rng.random(x.shape) < 0.2
+            x[hit] = rng.choice(specials, hit.sum())
+        padded = np.concatenate([x, np.zeros((3, 2 * lanes - n))], axis=1)
+        scale = 2.0 ** rng.integers(-40, 40, 3).astype(float)
+        for squares, magnitude in ((False, False), (False, True), (True, False)):
+            got, want = (np.empty((2, 6)), np.empty((2, 6)))
+            for out, rows in ((got, x), (want, padded)):
+                compiled_rows._dd_sums(rows.reshape(-1), 3, rows.shape[1], rows.shape[1], 1,
+                                       squares, magnitude, scale, np.ones(3), out[0], out[1])
+            k = 6 if magnitude else 3
+            finite = np.isfinite(want[0, :k])
+            assert np.array_equal(np.isfinite(got[0, :k]), finite)
+            assert got[:, :k][:, finite].tobytes() == want[:, :k][:, finite].tobytes(), (x, n)

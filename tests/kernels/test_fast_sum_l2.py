@@ -1018,3 +1018,39 @@ def test_float64_specials_through_the_lanes(op: str) -> None:
     for layout, x, axes in _one_sign_layouts(base):
         np.testing.assert_array_equal(run(op, x, axes), oracle.expected(name, x, axes),
                                       err_msg=layout)
+
+
+def _tiny_rows_cases():
+    """Rows of 0 to TINY float64 elements, four side by side: random magnitudes, rows that
+    cancel, constant rows of mixed signs, and rows with inf, NaN, zeros of both signs,
+    subnormals and squares that overflow."""
+    rng = np.random.default_rng(70)
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 1e308, -1e308,
+                         1e-300, 2e154, -3e200])
+    for trial in range(3000):
+        n = trial % (_lanes.TINY + 1)
+        x = rng.standard_normal(4 * n + 3) * 10.0 ** rng.integers(-300, 300)
+        kind = trial // (_lanes.TINY + 1) % 4
+        if kind == 1:
+            x -= x.mean()
+        elif kind == 2:
+            x = x[0] * rng.choice([1.0, -1.0], x.size)
+        elif kind == 3:
+            hit = rng.random(x.size) < 0.3
+            x[hit] = rng.choice(specials, hit.sum())
+        gaps = np.sort(rng.integers(0, 4, 4))
+        yield x, n, [int(gaps[r]) + r * n for r in range(4)]
+
+
+def test_tiny_rows_give_the_lanes_bits() -> None:
+    """Rows of at most TINY float64 elements skip the 64 lanes (:func:`_lanes.four_tiny_rows`)
+    and give :func:`_lanes.four_rows`'s double-doubles bit for bit, sums and sums of squares
+    (NaN bits included); the row kernel takes them for such rows."""
+    for x, n, starts in _tiny_rows_cases():
+        for square in (False, True):
+            want = np.array(_lanes.four_rows(x, *starts, n, square))
+            got = np.array(_lanes.four_tiny_rows(x, *starts, n, square))
+            assert got.tobytes() == want.tobytes(), (x, n, starts, square)
+    rows = np.random.default_rng(71).standard_normal((4 * sum_l2.PARALLEL_MIN, 3))
+    for op, name in (("sum", "ReduceSum"), ("l2", "ReduceL2")):
+        assert_close(run(op, rows, [1]), oracle.expected(name, rows, (1,)))

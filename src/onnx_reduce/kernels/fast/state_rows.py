@@ -201,6 +201,26 @@ def _term(v, scale, rescale, squares):  # pragma: no cover - compiled
     return p, ((hi * hi - p) + 2.0 * hi * lo) + lo * lo
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _short_total(row, magnitude, scale, rescale, squares):  # pragma: no cover - compiled
+    """:func:`_dd_sums`'s (head, tail) of a row of at most LANES terms, without the lanes:
+    each term in a lane of its own, the empty lanes' zeros added once (a second changes
+    nothing), in the lanes' order: the same bits, without zeroing and totalling LANES lanes
+    per row (most of a short row's time)."""
+    s, t = 0.0, 0.0
+    for k in range(row.size):
+        v = widen(row[k])
+        h, e = _term(abs(v) if magnitude else v, scale, rescale, squares)
+        lane, err = two_sum(0.0, h)
+        low = 0.0 + (err + e)
+        s, err = two_sum(s, lane)
+        t += err + low
+    if row.size < LANES:
+        s, err = two_sum(s, 0.0)
+        t += err + 0.0
+    return two_sum(s, t)
+
+
 @njit(cache=True, nogil=True)
 def _dd_sums(base, m, n, rs, cs, squares, magnitude, scale, rescale, head,
              tail):  # pragma: no cover - compiled
@@ -220,6 +240,9 @@ def _dd_sums(base, m, n, rs, cs, squares, magnitude, scale, rescale, head,
             lo[:] = 0.0
             f, g = scale[i], rescale[i]
             row = base[i * rs:i * rs + n]
+            if n <= LANES:
+                head[part * m + i], tail[part * m + i] = _short_total(row, part, f, g, squares)
+                continue
             full = n - n % LANES
             for j0 in range(0, full, LANES):  # LANES independent chains: they vectorize
                 for k in range(LANES):

@@ -84,7 +84,7 @@ from ._common import (
     widen,
 )
 from ._common import flat_offset as _offset  # (shared with ._lanes)
-from ._lanes import four_outputs, four_rows, one_output, run_sum
+from ._lanes import TINY, four_outputs, four_rows, four_tiny_rows, one_output, run_sum
 
 if TYPE_CHECKING:
     from ..dispatch import Bound
@@ -579,24 +579,38 @@ def _add_run_impl(base, a, n, step, square, s, c, k):
 
 
 def _add_four_runs(base, a0, a1, a2, a3, n, square, s, c, k0, k1, k2, k3):  # pragma: no cover
+    """:func:`_add_run` of four contiguous runs of ``n`` into ``k0`` ... ``k3`` (in that order:
+    they may repeat), summed side by side (:func:`._lanes.four_rows`)."""
     raise NotImplementedError
 
 
-@overload(_add_four_runs, inline="always")
-def _add_four_runs_impl(base, a0, a1, a2, a3, n, square, s, c, k0, k1, k2, k3):
-    """:func:`_add_run` of four contiguous runs of ``n`` into ``k0`` ... ``k3`` (in that order:
-    they may repeat), summed side by side (:func:`._lanes.four_rows`)."""
-    if base.dtype != types.float64:
-        return lambda base, a0, a1, a2, a3, n, square, s, c, k0, k1, k2, k3: None
+def _add_four_tiny_rows(base, a0, a1, a2, a3, n, square, s, c, k0, k1, k2, k3):  # pragma: no cover
+    """:func:`_add_four_runs` of rows of at most TINY elements (:func:`._lanes.four_tiny_rows`:
+    the same bits)."""
+    raise NotImplementedError
 
-    def impl(base, a0, a1, a2, a3, n, square, s, c, k0, k1, k2, k3):
-        h0, l0, h1, l1, h2, l2, h3, l3 = (four_rows(base, a0, a1, a2, a3, n, True) if square
-                                          else four_rows(base, a0, a1, a2, a3, n, False))
-        _fold_dd(s, c, k0, h0, l0)
-        _fold_dd(s, c, k1, h1, l1)
-        _fold_dd(s, c, k2, h2, l2)
-        _fold_dd(s, c, k3, h3, l3)
-    return impl
+
+def _four_rows_folded(rows):
+    """The overload of an ``_add_four_*`` function whose four runs ``rows`` sums (a compiled
+    form per value of ``square``); nothing for the dtypes other than float64, which never
+    call it: this keeps the lanes out of their compiled variants."""
+    def typer(base, a0, a1, a2, a3, n, square, s, c, k0, k1, k2, k3):
+        if base.dtype != types.float64:
+            return lambda base, a0, a1, a2, a3, n, square, s, c, k0, k1, k2, k3: None
+
+        def impl(base, a0, a1, a2, a3, n, square, s, c, k0, k1, k2, k3):
+            h0, l0, h1, l1, h2, l2, h3, l3 = (rows(base, a0, a1, a2, a3, n, True) if square
+                                              else rows(base, a0, a1, a2, a3, n, False))
+            _fold_dd(s, c, k0, h0, l0)
+            _fold_dd(s, c, k1, h1, l1)
+            _fold_dd(s, c, k2, h2, l2)
+            _fold_dd(s, c, k3, h3, l3)
+        return impl
+    return typer
+
+
+overload(_add_four_runs, inline="always")(_four_rows_folded(four_rows))
+overload(_add_four_tiny_rows, inline="always")(_four_rows_folded(four_tiny_rows))
 
 
 @njit(cache=True, nogil=True, fastmath=_ROWS_MATH, inline="always")
@@ -849,10 +863,16 @@ def _rows_range(base, offs, m, rsz, rst, lo, hi, square, comp, s, c, three):
         if comp and s_in == 1:  # float64: outputs k, k + m/4, k + m/2, k + 3m/4 side by side
             q = m // 4  # (four streams on through memory: neighbours' runs stop at each row)
             k0 = 4 * q
-            for k in range(q):
-                _add_four_runs(base, offs[k] + row, offs[k + q] + row, offs[k + 2 * q] + row,
-                               offs[k + 3 * q] + row, n, square, s, c, k, k + q, k + 2 * q,
-                               k + 3 * q)
+            if n <= TINY:  # (each loop with its own call: a test inside one cost 5% on others)
+                for k in range(q):
+                    _add_four_tiny_rows(base, offs[k] + row, offs[k + q] + row,
+                                        offs[k + 2 * q] + row, offs[k + 3 * q] + row, n,
+                                        square, s, c, k, k + q, k + 2 * q, k + 3 * q)
+            else:
+                for k in range(q):
+                    _add_four_runs(base, offs[k] + row, offs[k + q] + row,
+                                   offs[k + 2 * q] + row, offs[k + 3 * q] + row, n, square,
+                                   s, c, k, k + q, k + 2 * q, k + 3 * q)
         for k in range(k0, m):
             a = offs[k] + row
             if comp:
