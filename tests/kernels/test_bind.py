@@ -17,7 +17,7 @@ from onnx_reduce.kernels import dispatch, exact_lse, reference
 from onnx_reduce.kernels.dispatch import kernel_path, run_kernel
 from onnx_reduce.plan import make_plan
 from onnx_reduce.spec import OPS as OPS_OF_REGISTRY
-from onnx_reduce.spec import REGISTRY, Request, latest
+from onnx_reduce.spec import REGISTRY, Request, latest, op_record
 from test_properties import allowed_ulps
 
 pytest.importorskip("numba")
@@ -32,10 +32,12 @@ FAST_OPS = [pytest.param(op, marks=pytest.mark.skipif(not dispatch.has_fast(op),
             for op in OPS]
 #: shapes and axes of the latency benchmark and around it: every canonical layout
 LAYOUTS = [((8, 128), (1,)), ((8, 128), (0,)), ((8, 128), (0, 1)), ((8, 8, 16), (1,)),
-           ((8, 8, 16), (0, 2)), ((3, 1, 5), (1,)), ((1, 7), (0,)), ((5,), (0,)),
+           ((8, 8, 16), (0, 2)), ((5,), (0,)),
            ((2, 3, 4, 5), (1, 3)), ((2, 3, 4, 5), (0, 1, 2, 3)),
            ((2, 3000), (1,)), ((5, 3, 200), (0, 2)),  # rows longer than one block
            ((3, 300), (0,)), ((4, 3, 129), (1,))]  # columns wider than the narrow kernel's
+#: Reduced axes of size 1 only: the elementwise part, no kernel.
+ELEMENTWISE_LAYOUTS = [((3, 1, 5), (1,)), ((1, 7), (0,)), ((65536, 1), (1,))]
 
 
 def _plan(op: str, shape: tuple, axes: tuple, keepdims: bool = True):
@@ -105,7 +107,7 @@ def test_integer_l2_and_no_ops_are_left_to_the_general_path() -> None:
 #: threaded sizes (PARALLEL_MIN lowered to 2**16 below): rows, columns, middle, split, all
 LARGE_LAYOUTS = [((256, 300), (1,)), ((300, 256), (0,)), ((16, 70, 64), (1,)),
                  ((40, 7, 300), (0, 2)), ((70000,), (0,)), ((3, 1, 30000), (0, 1, 2)),
-                 ((65536, 1), (1,))]  # only a size-1 axis reduced
+                 ((65536, 1), (1,))]  # only a size-1 axis: integers only (floats: elementwise)
 
 
 @pytest.mark.parametrize("dtype", [*FLOATS, np.dtype(np.int64)], ids=str)
@@ -122,6 +124,9 @@ def test_large_inputs_bound_run_the_threaded_kernels(op, dtype, shape, axes, mon
     data = _data(shape, dtype, seed=len(shape) + sum(axes))
     plan = _plan(op, shape, axes)
     run = dispatch.bind_fast(op, dtype, plan)
+    if plan.elementwise is not None and dtype.kind != "i":
+        assert run is None  # the elementwise part: test_size_one_axes_give_the_elementwise_part
+        return
     launched = []
     monkeypatch.setattr(sum_l2, "parallel_section",
                         lambda real=sum_l2.parallel_section: launched.append(1) or real())
@@ -134,9 +139,6 @@ def test_large_inputs_bound_run_the_threaded_kernels(op, dtype, shape, axes, mon
     np.testing.assert_array_equal(got.view(np.uint8), np.asarray(general).view(np.uint8))
     if dtype.kind == "i":
         np.testing.assert_array_equal(got, oracle.expected(op, data, axes))
-        return
-    if plan.reduced_size == 1:  # one element per output: itself, or its magnitude (exact)
-        np.testing.assert_array_equal(got, np.abs(data) if op == "ReduceL2" else data)
         return
     exact = oracle.exact(op, data, axes).reshape(-1)
     for g, x, row in zip(got.reshape(-1).tolist(), exact, oracle.rows(data, axes), strict=True):
@@ -222,3 +224,61 @@ def test_repeated_calls_reuse_and_stay_correct() -> None:
         data = (rng.standard_normal(shape) * 100).astype(np.float32)
         np.testing.assert_array_equal(reduce_sum(data, axes=list(axes)),
                                       oracle.expected("ReduceSum", data, axes))
+
+
+def _elementwise(op: str, kept: np.ndarray) -> np.ndarray:
+    """The elementwise part of ``op`` on ``kept``: the result of reducing one element each
+    (ReduceSum: the element itself, -0 kept; LogSumExp: -0 + log(1) is +0; SumSquare and
+    LogSum: the exactly rounded oracle)."""
+    if op == "ReduceSum":
+        return kept
+    if op == "ReduceL2":
+        return np.abs(kept)
+    if op == "ReduceLogSumExp":
+        return kept + np.zeros((), kept.dtype)
+    return oracle.expected(op, kept[..., None], [kept.ndim], keepdims=False)
+
+
+def _same(got: np.ndarray, want: np.ndarray, ulps: int = 0) -> bool:
+    """The same values, NaN where ``want`` has NaN (of either sign), zeros of the same sign;
+    or within ``ulps`` of float64 ``want`` (logs: the contract's 2 ulp, the reference path's
+    are not always correctly rounded)."""
+    if ulps and not np.array_equal(got, want, equal_nan=True):
+        spacing = np.spacing(np.abs(np.where(np.isfinite(want), want, 1.0)))
+        return bool(np.all((np.abs(got - want) <= ulps * spacing) | (got == want)
+                           | (np.isnan(got) & np.isnan(want))))
+    got, want = got.astype(np.float64), want.astype(np.float64)
+    number = ~np.isnan(want)
+    return (np.array_equal(got, want, equal_nan=True)
+            and np.array_equal(np.signbit(got[number]), np.signbit(want[number])))
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", FLOATS, ids=[d.name for d in FLOATS])
+def test_size_one_axes_give_the_elementwise_part(op, dtype):
+    """Reduced axes of size 1 (one element per output) give the operator's elementwise part,
+    computed on whole arrays (no kernel takes a reduction's steps per output), on both paths,
+    general and bound, strided views too, zeros' signs included."""
+    rng = np.random.default_rng(90)
+    values = np.concatenate([rng.standard_normal(500) * 4.0 ** rng.integers(-8, 8, 500),
+                             [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, 2.0**-20]])
+    x = values.astype(dtype).reshape(-1, 1, 1)
+    function = getattr(onnx_reduce, op_record(op).function)
+    ulps = 2 if op == "ReduceLogSum" and dtype == np.float64 else 0
+    for view, axes in ((x, (1, 2)), (x[::-2], (1,)), (np.swapaxes(x, 0, 2), (0, 1))):
+        want = _elementwise(op, np.squeeze(view, axis=axes))
+        for path in ("auto", "reference"):
+            with kernel_path(path):
+                got = function(view, axes=list(axes), keepdims=False)
+            assert got.dtype == dtype, path
+            assert got.shape == want.shape, (path, axes)
+            assert _same(got, want, ulps), (path, axes)
+        plan = make_plan(Request(latest(op), axes, True, False), view.shape)
+        bound = dispatch.bind(op, dtype, plan)(np.ascontiguousarray(view))
+        assert _same(bound.reshape(want.shape), want, ulps)
+    for shape, axes in ELEMENTWISE_LAYOUTS:
+        plan = _plan(op, shape, axes)
+        assert dispatch.bind_fast(op, dtype, plan) is None
+        data = _data(shape, dtype, seed=3)
+        want = _elementwise(op, data.reshape(plan.output_shape))
+        assert _same(dispatch.bind(op, dtype, plan)(data), want, ulps)

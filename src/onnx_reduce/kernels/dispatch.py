@@ -30,6 +30,7 @@ import numpy as np
 
 from ..plan import ReductionPlan
 from ..spec import op_record
+from ..spec.dtypes import is_float
 from . import reference
 from .fast import first_import
 
@@ -71,6 +72,10 @@ def kernel_path(path: str) -> Iterator[None]:
 
 def run_kernel(op: str, data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
     """Compute ``op`` of ``data`` as ``plan`` says."""
+    if plan.elementwise is not None and is_float(data.dtype):
+        # one element per output: the elementwise part, on whole arrays (the kernels would
+        # take a reduction's steps for each output, ~50x numpy's time on a size-1 axis)
+        return reference_kernel(op)(data.reshape(plan.output_shape), plan.elementwise)
     path = _path.get()
     if path != "reference" and not plan.noop:
         fast = _fast_kernel(op)
@@ -123,6 +128,8 @@ def bind_fast(op: str, dtype: np.dtype, plan: ReductionPlan) -> Bound | None:
     docstring); None where none serves (no-ops, empty or non-native arrays, no numba)."""
     if plan.noop or not dtype.isnative or 0 in plan.shape:
         return None
+    if plan.elementwise is not None and is_float(dtype):
+        return None  # run_kernel's elementwise part
     fast = _fast(op)
     return None if fast is None else fast[1](dtype, plan)
 

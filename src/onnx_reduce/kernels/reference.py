@@ -225,9 +225,9 @@ def reduce_log_sum_exp(data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
     outputs whose error bound could exceed the contract are recomputed exactly
     (:mod:`.exact_lse`). Integers: :func:`_integer_log_sum_exp`.
     """
-    if plan.noop:
-        return data.copy()
     integer = not is_float(data.dtype)
+    if plan.noop:  # log(exp(x)) is x, but -0 + log(1) is +0, as the function body gives it
+        return data.copy() if integer else data + np.zeros((), data.dtype)
     if plan.reduced_size == 0:
         if integer:
             raise ValueError(

@@ -40,6 +40,14 @@ class ReductionPlan:
         return math.prod(self.shape[i] for i in self.axes)
 
     @cached_property
+    def elementwise(self) -> ReductionPlan | None:
+        """The no-op plan of the output shape when each output reduces exactly one element
+        (reduced axes of size 1): the operator is then its elementwise part; else None."""
+        if self.noop or self.reduced_size != 1:
+            return None
+        return ReductionPlan(self.output_shape, (), self.keepdims, True)
+
+    @cached_property
     def output_shape(self) -> tuple[int, ...]:
         if self.noop:
             return self.shape
