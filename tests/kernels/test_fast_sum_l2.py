@@ -1021,16 +1021,18 @@ def test_float64_specials_through_the_lanes(op: str) -> None:
 
 
 def _tiny_rows_cases():
-    """Rows of 0 to TINY float64 elements, four side by side: random magnitudes, rows that
-    cancel, constant rows of mixed signs, and rows with inf, NaN, zeros of both signs,
-    subnormals and squares that overflow."""
+    """Rows of 1 to TINY float64 elements, some rows apart, some adjacent: random magnitudes,
+    rows that cancel, constant rows of mixed signs, and rows with inf, NaN, zeros of both
+    signs, subnormals and squares that overflow."""
     rng = np.random.default_rng(70)
     specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 1e308, -1e308,
                          1e-300, 2e154, -3e200])
-    for trial in range(3000):
-        n = trial % (_lanes.TINY + 1)
-        x = rng.standard_normal(4 * n + 3) * 10.0 ** rng.integers(-300, 300)
-        kind = trial // (_lanes.TINY + 1) % 4
+    for trial in range(1200):
+        n = 1 + trial % _lanes.TINY
+        stride = n + trial // _lanes.TINY % 3
+        count = int(rng.integers(0, 40))
+        x = rng.standard_normal(count * stride + 3) * 10.0 ** rng.integers(-300, 300)
+        kind = trial // (3 * _lanes.TINY) % 4
         if kind == 1:
             x -= x.mean()
         elif kind == 2:
@@ -1038,19 +1040,27 @@ def _tiny_rows_cases():
         elif kind == 3:
             hit = rng.random(x.size) < 0.3
             x[hit] = rng.choice(specials, hit.sum())
-        gaps = np.sort(rng.integers(0, 4, 4))
-        yield x, n, [int(gaps[r]) + r * n for r in range(4)]
+        yield x, n, stride, count, int(rng.integers(0, 3))
 
 
 def test_tiny_rows_give_the_lanes_bits() -> None:
-    """Rows of at most TINY float64 elements skip the 64 lanes (:func:`_lanes.four_tiny_rows`)
-    and give :func:`_lanes.four_rows`'s double-doubles bit for bit, sums and sums of squares
-    (NaN bits included); the row kernel takes them for such rows."""
-    for x, n, starts in _tiny_rows_cases():
+    """Rows of at most TINY float64 elements skip the 64 lanes, side by side
+    (:func:`_lanes.tiny_sums`), and give :func:`_lanes.four_rows`'s double-doubles bit for
+    bit, sums and sums of squares, NaN bits included; the row kernel takes them, on its own
+    and beside the small kernels (and the last ``n % 4`` outputs of a block by ``run_sum``)."""
+    for x, n, stride, count, a in _tiny_rows_cases():
         for square in (False, True):
-            want = np.array(_lanes.four_rows(x, *starts, n, square))
-            got = np.array(_lanes.four_tiny_rows(x, *starts, n, square))
-            assert got.tobytes() == want.tobytes(), (x, n, starts, square)
-    rows = np.random.default_rng(71).standard_normal((4 * sum_l2.PARALLEL_MIN, 3))
-    for op, name in (("sum", "ReduceSum"), ("l2", "ReduceL2")):
-        assert_close(run(op, rows, [1]), oracle.expected(name, rows, (1,)))
+            hi, lo = np.empty(count), np.empty(count)
+            _lanes.tiny_sums(x, a, stride, n, square, count, hi, lo)
+            want = [_lanes.four_rows(x, a + i * stride, a, a, a, n, square)[:2]
+                    for i in range(count)]
+            got = np.stack([hi, lo], axis=1)
+            assert got.tobytes() == np.array(want).reshape(-1, 2).tobytes(), (x, n, square)
+    for m in (3, 4001, 4 * sum_l2.PARALLEL_MIN + 3):
+        rows = np.random.default_rng(m).standard_normal((m, 3))
+        geo, inner = sum_l2.c_packed(rows.shape, (1,))
+        job = sum_l2.choose_job(rows.dtype, False, rows.size, m, geo, inner,
+                                sum_l2.memory_order_geometry(rows.shape, (1,)))
+        assert job.kernel in (sum_l2._rows_serial, sum_l2._rows_parallel)
+        for op, name in (("sum", "ReduceSum"), ("l2", "ReduceL2")):
+            assert_close(run(op, rows, [1]), oracle.expected(name, rows, (1,)))

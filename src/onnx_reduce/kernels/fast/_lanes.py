@@ -43,7 +43,7 @@ from ._common import flat_offset, prefetch, two_sum
 #: Kahan accumulators per run: two vectors of float64 (four runs: eight chains in flight).
 LANES = 16
 _FOUR = 4 * LANES  # the lanes of four runs
-#: Rows of at most this many elements skip the lanes (:func:`four_tiny_rows`).
+#: Rows of at most this many elements skip the lanes (:func:`tiny_sums`).
 TINY = 4
 _DOUBLE = ir.DoubleType()
 # unsigned constants for the unsigned indices (uint64 with an int64 gives a float in numba)
@@ -59,6 +59,8 @@ _AHEAD = np.uint64(512)
 #: ones are in cache, where the prefetches only cost instructions.
 _FAR = 1 << 20
 _ONE = np.uint64(1)
+_TWO = np.uint64(2)
+_THREE = np.uint64(3)
 
 
 @intrinsic
@@ -268,37 +270,59 @@ def _join(s1, c1, s2, c2):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _tiny_row(base, a, n, square, one, m1):
-    """:func:`four_rows`'s ``(hi, lo)`` of one row of ``n <= TINY`` elements: element ``k`` in
-    lane ``k``, joined in :func:`_fold_four`'s tree (lanes 0 and 2, 1 and 3, then 0 and 1)
-    where both hold elements. A join with an empty lane changes no finite lane, and a lane
-    that is not finite leaves the row not finite either way: the same result, without the
-    vector fold of 64 lanes (most of a short row's time)."""
-    s0, c0 = _lane(base, a, 0, n, square, one, m1)
-    s1, c1 = _lane(base, a, 1, n, square, one, m1)
+def _tiny_tree(base, b, n, square, one, m1):
+    """The lanes of a row of ``n <= TINY`` elements from ``base[b]`` (``b`` unsigned) joined
+    as :func:`_fold_four` joins them, into one ``(s, c)``: element ``k`` in lane ``k`` (as
+    :func:`_add` puts it there), lanes 0 and 2, 1 and 3, then 0 and 1 joined where both hold
+    elements. A join with an empty lane changes no finite lane, and a lane that is not finite
+    leaves the row not finite either way: the fold's result, without its 64 lanes."""
+    s0, c0 = _lane(base, b, _ZERO, n, square, one, m1)
+    s1, c1 = _lane(base, b, _ONE, n, square, one, m1)
     if n > 2:
-        s2, c2 = _lane(base, a, 2, n, square, one, m1)
+        s2, c2 = _lane(base, b, _TWO, n, square, one, m1)
         s0, c0 = _join(s0, c0, s2, c2)
     if n > 3:
-        s3, c3 = _lane(base, a, 3, n, square, one, m1)
+        s3, c3 = _lane(base, b, _THREE, n, square, one, m1)
         s1, c1 = _join(s1, c1, s3, c3)
     if n > 1:
         s0, c0 = _join(s0, c0, s1, c1)
-    hi, lo = two_sum(s0, c0)
-    return _finite_or_plain(base, a, n, 1, square, hi, lo)
+    return s0, c0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _tiny_rows_loop(base, a, stride, n, square, count, hi, lo):
+    """:func:`_tiny_tree` of each row, normalized twice as :func:`four_rows` returns it (its
+    fold, then :func:`_finite_or_plain`), before the test of finiteness: one loop over the
+    rows, with unsigned indices (no wraparound tests) and no branch, which vectorizes."""
+    m1 = _minus_one()
+    one = -m1
+    ua = np.uint64(a)
+    us = np.uint64(stride)
+    for i in range(np.uint64(count)):
+        s, c = _tiny_tree(base, ua + i * us, n, square, one, m1)
+        h, e = two_sum(s, c)
+        hi[i], lo[i] = two_sum(h, e)
 
 
 @njit(cache=True, nogil=True)
-def four_tiny_rows(base, a0, a1, a2, a3, n, square):
-    """:func:`four_rows` of rows of at most TINY elements, one by one (:func:`_tiny_row`):
-    the same bits."""
-    m1 = _minus_one()
-    one = -m1
-    h0, l0 = _tiny_row(base, a0, n, square, one, m1)
-    h1, l1 = _tiny_row(base, a1, n, square, one, m1)
-    h2, l2 = _tiny_row(base, a2, n, square, one, m1)
-    h3, l3 = _tiny_row(base, a3, n, square, one, m1)
-    return h0, l0, h1, l1, h2, l2, h3, l3
+def tiny_sums(base, a, stride, n, square, count, hi, lo):
+    """``hi[i], lo[i]``: :func:`four_rows`'s double-double (the same bits) of each of
+    ``count`` rows of ``n <= TINY`` elements ``stride`` apart from ``base[a]``, the rows side
+    by side in vectors (:func:`_tiny_rows_loop`; one row at a time is bound by the latency of
+    its chain of dependent adds), adjacent rows of 2, 3 or 4 with their length a constant (the
+    loads vectorize too). A row whose sum is not finite then takes its IEEE sum, as
+    :func:`_finite_or_plain` gives it (a finite head stays finite in the last TwoSum)."""
+    if stride == 2 and n == 2:
+        _tiny_rows_loop(base, a, 2, 2, square, count, hi, lo)
+    elif stride == 3 and n == 3:
+        _tiny_rows_loop(base, a, 3, 3, square, count, hi, lo)
+    elif stride == 4 and n == 4:
+        _tiny_rows_loop(base, a, 4, 4, square, count, hi, lo)
+    else:
+        _tiny_rows_loop(base, a, stride, n, square, count, hi, lo)
+    for i in range(count):
+        if not math.isfinite(hi[i]):
+            hi[i], lo[i] = _plain(base, a + i * stride, n, 1, square), 0.0
 
 
 @njit(cache=True, nogil=True)
