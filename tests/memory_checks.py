@@ -8,36 +8,22 @@ every call."""
 import gc
 import tracemalloc
 
-
-def peak_rss_reset() -> bool:
-    """Reset VmHWM, the peak resident size; False where the system cannot."""
-    try:
-        with open("/proc/self/clear_refs", "w") as refs:
-            refs.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def peak_rss() -> int:
-    with open("/proc/self/status") as status:
-        line = next(line for line in status if line.startswith("VmHWM:"))
-    return int(line.split()[1]) * 1024
+from onnx_reduce.benchmarking.memory import reset_peak, status_kib
 
 
 def _one_call(call) -> tuple[int, int]:
     gc.collect()
     gc.disable()
     try:
-        peak_rss_reset()
-        before = peak_rss()
+        reset_peak()
+        before = status_kib("VmHWM") * 1024
         tracemalloc.start()
         try:
             call()
             traced = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
-        return peak_rss() - before, traced
+        return status_kib("VmHWM") * 1024 - before, traced
     finally:
         gc.enable()
 

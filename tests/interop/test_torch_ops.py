@@ -11,6 +11,7 @@ import pytest
 import memory_checks
 import onnx_reduce
 import oracle
+from onnx_reduce.benchmarking.memory import reset_peak
 from onnx_reduce.kernels import dispatch
 from onnx_reduce.spec import REGISTRY
 
@@ -60,7 +61,7 @@ def test_a_256_mib_tensor_is_reduced_with_little_extra_memory(op):
         pytest.skip(f"{op}: no fast kernels, so no zero-copy reduction")
     tensor = torch.ones(64, 1024, 1024)  # 256 MiB of float32
     OPS[op](tensor, axes=[0, 1])  # the first call loads the kernels (numba: ~200 MiB of code)
-    if not memory_checks.peak_rss_reset():
+    if not reset_peak():
         pytest.skip("this system cannot reset the peak resident size")
     results = []
     growth, numpy_peak = memory_checks.least_peaks(

@@ -35,14 +35,16 @@ DEFAULT_BYTES = 128 * 2**20
 BUDGET_FRACTION = 0.05
 
 
-def _status_kib(field: str) -> int:
+def status_kib(field: str) -> int:
+    """A field of ``/proc/self/status`` in KiB (``VmRSS``, ``VmHWM``: the peak resident size)."""
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith(field + ":"):
             return int(line.split()[1])
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
-def _reset_peak() -> bool:
+def reset_peak() -> bool:
+    """Reset ``VmHWM`` to the current resident size; False where the system cannot."""
     try:
         Path("/proc/self/clear_refs").write_text("5")
     except OSError:
@@ -73,10 +75,10 @@ def _child(op: str, layout: str, dtype: str, nbytes: int, runner: str, threads: 
     output_bytes = int(np.asarray(out).nbytes)
     del out
     gc.collect()
-    reset = _reset_peak()
-    baseline = _status_kib("VmRSS") if reset else _status_kib("VmHWM")
+    reset = reset_peak()
+    baseline = status_kib("VmRSS") if reset else status_kib("VmHWM")
     out = call()
-    peak = _status_kib("VmHWM")
+    peak = status_kib("VmHWM")
     del out
     return {
         "op": op, "layout": layout, "dtype": dtype, "runner": runner,
