@@ -72,9 +72,7 @@ def kernel_path(path: str) -> Iterator[None]:
 
 def run_kernel(op: str, data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
     """Compute ``op`` of ``data`` as ``plan`` says."""
-    if plan.elementwise is not None and is_float(data.dtype):
-        # one element per output: the elementwise part, on whole arrays (the kernels would
-        # take a reduction's steps for each output, ~50x numpy's time on a size-1 axis)
+    if _elementwise(plan, data.dtype):
         return reference_kernel(op)(data.reshape(plan.output_shape), plan.elementwise)
     path = _path.get()
     if path != "reference" and not plan.noop:
@@ -88,6 +86,14 @@ def run_kernel(op: str, data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
                 f"axes {plan.axes}"
             )
     return reference_kernel(op)(data, plan)
+
+
+def _elementwise(plan: ReductionPlan, dtype: np.dtype) -> bool:
+    """Whether ``plan`` reduces one element per output of a float ``dtype``: its elementwise
+    part (the reference path's no-op) on whole arrays serves, where the kernels would take a
+    reduction's steps for each output (~50x numpy's time on a size-1 axis). Integers keep the
+    reduction's own rules."""
+    return plan.elementwise is not None and is_float(dtype)
 
 
 def reference_kernel(op: str) -> Kernel:
@@ -128,7 +134,7 @@ def bind_fast(op: str, dtype: np.dtype, plan: ReductionPlan) -> Bound | None:
     docstring); None where none serves (no-ops, empty or non-native arrays, no numba)."""
     if plan.noop or not dtype.isnative or 0 in plan.shape:
         return None
-    if plan.elementwise is not None and is_float(dtype):
+    if _elementwise(plan, dtype):
         return None  # run_kernel's elementwise part
     fast = _fast(op)
     return None if fast is None else fast[1](dtype, plan)

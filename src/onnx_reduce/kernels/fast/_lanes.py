@@ -264,9 +264,8 @@ def _lane(base, a, k, n, square, one, m1):
 @njit(cache=True, nogil=True, inline="always")
 def _join(s1, c1, s2, c2):
     """:func:`_vjoin` of two lanes."""
-    s = s1 + s2
-    bp = s - s1
-    return s, (c1 + c2) + ((s1 - (s - bp)) + (s2 - bp))
+    s, err = two_sum(s1, s2)
+    return s, (c1 + c2) + err
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -308,7 +308,7 @@ def choose_job(dtype: np.dtype, square: bool, size: int, n_out: int, geo: np.nda
     '_float32_rows_parallel'
     """
     if size < PARALLEL_MIN:
-        if small_geo is not None and not _tiny_rows(dtype, geo):
+        if small_geo is not None and not (dtype == _F64 and _tiny_rows(geo)):
             return Job(_small_l2 if square else _small_sum, (small_geo,), geo, False)
         return Job(_rows_serial if inner else _cols_serial, (geo, square), geo, False)
     comp = dtype == _F64
@@ -321,16 +321,6 @@ def choose_job(dtype: np.dtype, square: bool, size: int, n_out: int, geo: np.nda
     else:
         kernel = _rows_parallel
     return Job(kernel, (geo, square), geo, True, most, need)
-
-
-def _tiny_rows(dtype: np.dtype, geo: np.ndarray) -> bool:
-    """Whether ``geo`` is float64 rows of at most TINY adjacent elements, one per output, which
-    the row kernel takes side by side (:func:`_tiny_outputs`; the small kernels take each
-    output's lanes on their own: 5-20x slower)."""
-    ksz, _ = kept_dims(geo)
-    rsz, rst = reduced_dims(geo)
-    return (dtype == _F64 and ksz.size == 1 and rsz.size == 1 and rst[0] == 1
-            and rsz[0] <= TINY)
 
 
 def run_job(job: Job, base: np.ndarray, out: np.ndarray, acc: np.dtype) -> None:
@@ -933,6 +923,16 @@ def _each_row(base, ksz, kst, n, square, out, w0, w1):
 
 
 @njit(cache=True, nogil=True)
+def _tiny_rows(geo):
+    """Whether ``geo`` is rows of at most TINY adjacent elements along one kept dim, one per
+    output: float64 ones the row kernel takes side by side (:func:`_tiny_outputs`), small
+    arrays too (the small kernels take each output's lanes on their own: 5-20x slower)."""
+    ksz, _ = kept_dims(geo)
+    rsz, rst = reduced_dims(geo)
+    return ksz.size == 1 and rsz.size == 1 and rst[0] == 1 and rsz[0] <= TINY
+
+
+@njit(cache=True, nogil=True)
 def _tiny_outputs(base, stride, n, square, out, first, last, n_out):  # pragma: no cover
     """float64 outputs ``[first, last)``, each one contiguous row of ``n <= TINY`` elements,
     ``stride`` apart: what the work items give them (:func:`_rows_range`: blocks of a multiple
@@ -944,15 +944,13 @@ def _tiny_outputs(base, stride, n, square, out, first, last, n_out):  # pragma: 
     count = max(0, grouped - first)
     hi = np.empty(count)
     lo = np.empty(count)
-    if square:
-        tiny_sums(base, first * stride, stride, n, True, count, hi, lo)
-    else:
-        tiny_sums(base, first * stride, stride, n, False, count, hi, lo)
     dst = out[first:first + count]  # indexed from range: no wraparound tests, it vectorizes
-    if square:  # (the test outside the loop)
+    if square:  # (the test outside the loops)
+        tiny_sums(base, first * stride, stride, n, True, count, hi, lo)
         for i in range(count):
             _finish_folded(dst, i, hi[i], lo[i], True)
     else:
+        tiny_sums(base, first * stride, stride, n, False, count, hi, lo)
         for i in range(count):
             _finish_folded(dst, i, hi[i], lo[i], False)
     for o in range(max(first, grouped), last):
@@ -984,10 +982,10 @@ def _rows_work(base, geo, block, pieces, square, comp, out, wide, hi, lo, w0, w1
     for d in range(rsz.size):
         n_red *= rsz[d]
     zero = _zero(widen(base[0]))
-    nk = ksz.size
     if block == 1 and pieces == 1 and rsz.size == 1 and rst[0] == 1 and not comp:
         # one contiguous row per output: no per-output calls (short rows are common)
         n = rsz[0]
+        nk = ksz.size
         # the output chosen here, each a compiled form of its own (a test of ``wide`` per
         # output, or sums kept in a buffer and stored after, were slower)
         if three and nk == 1 and n * base.itemsize >= STREAM_BLOCK_BYTES:
@@ -998,8 +996,7 @@ def _rows_work(base, geo, block, pieces, square, comp, out, wide, hi, lo, w0, w1
         else:
             _each_row(base, ksz, kst, n, square, out, w0, w1)
         return
-    if comp and pieces == 1 and rsz.size == 1 and rst[0] == 1 and rsz[0] <= TINY and nk == 1:
-        # float64 rows of at most TINY, one per output, rows side by side
+    if comp and pieces == 1 and _tiny_rows(geo):  # float64 rows side by side
         first, last = w0 * block, min(w1 * block, n_out)
         if wide.size:
             _tiny_outputs(base, kst[0], rsz[0], square, wide, first, last, n_out)
