@@ -211,7 +211,7 @@ def _bind(dtype: np.dtype, plan: ReductionPlan, square: bool, wide: bool = False
     result = acc if wide else storage  # what the kernels store
     ours = same or wide  # the stored array is the result (no view to the dtype)
     # everything known in advance: with cold caches each Python step is costly
-    if len(job.args) > 1:  # the row or column kernel (threaded, or float64 tiny rows)
+    if not job.small:  # the row or column kernel (threaded, or float64 tiny rows)
         def run(data: np.ndarray) -> np.ndarray:
             base = (data if same else data.view(storage)).ravel()
             base.setflags(write=False)  # the general path's compiled variant (cheaper than .flags)
@@ -292,6 +292,12 @@ class Job(NamedTuple):
     most: int = 1  # most pieces per output (threaded kernels)
     need: int = 0  # scratch elements (threaded kernels)
 
+    @property
+    def small(self) -> bool:
+        """A small kernel: called as ``kernel(base, geometry, out)``, a variant per output
+        dtype (the row and column kernels take ``(geo, square)`` and a ``wide`` output)."""
+        return len(self.args) == 1
+
 
 def choose_job(dtype: np.dtype, square: bool, size: int, n_out: int, geo: np.ndarray,
                inner: bool, small_geo: np.ndarray | None = None) -> Job:
@@ -328,7 +334,7 @@ def run_job(job: Job, base: np.ndarray, out: np.ndarray, acc: np.dtype) -> None:
     also guards the scratch of ``acc`` sums), then redo, scaled, the float64 L2 outputs that
     were unsafe. ``out`` holds the kernels' storage dtype, or ``acc`` (unrounded results: the
     row and column kernels take it as their ``wide`` output, in the same compiled variant)."""
-    if len(job.args) == 1:  # the small kernels: a variant per output dtype (they are cheap)
+    if job.small:
         redo = job.kernel(base, *job.args, out)
     else:
         narrow, wide = (out, _EMPTY[acc]) if out.dtype == base.dtype else (_NONE[base.dtype], out)
