@@ -1027,27 +1027,28 @@ def _tiny_rows_cases():
     rng = np.random.default_rng(70)
     specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 1e308, -1e308,
                          1e-300, 2e154, -3e200])
-    for trial in range(1200):
-        n = 1 + trial % _lanes.TINY
-        stride = n + trial // _lanes.TINY % 3
+    for trial in range(12 * _lanes.TINY):  # each length 12 times: 3 strides x 4 kinds
+        n = 1 + trial // 4 % _lanes.TINY
+        stride = n + trial // (4 * _lanes.TINY)
         count = int(rng.integers(0, 40))
         x = rng.standard_normal(count * stride + 3) * 10.0 ** rng.integers(-300, 300)
-        kind = trial // (3 * _lanes.TINY) % 4
+        kind = trial % 4
         if kind == 1:
             x -= x.mean()
         elif kind == 2:
             x = x[0] * rng.choice([1.0, -1.0], x.size)
         elif kind == 3:
-            hit = rng.random(x.size) < 0.3
+            hit = rng.random(x.size) < rng.choice([0.01, 0.3])
             x[hit] = rng.choice(specials, hit.sum())
         yield x, n, stride, count, int(rng.integers(0, 3))
 
 
 def test_tiny_rows_give_the_lanes_bits() -> None:
-    """Rows of at most TINY float64 elements skip the 64 lanes, side by side
-    (:func:`_lanes.tiny_sums`), and give :func:`_lanes.four_rows`'s double-doubles bit for
-    bit, sums and sums of squares, NaN bits included; the row kernel takes them, on its own
-    and beside the small kernels (and the last ``n % 4`` outputs of a block by ``run_sum``)."""
+    """Rows of at most TINY float64 elements skip the 64 lanes (:func:`_lanes.tiny_sums`:
+    side by side, or eight at a time) and give :func:`_lanes.four_rows`'s double-doubles bit
+    for bit, sums and sums of squares, NaN bits included; the row kernel takes them, on its
+    own and, rows of at most SHORT or many rows, ahead of the small kernels (and the last ``n
+    % 4`` outputs of a block by ``run_sum``)."""
     for x, n, stride, count, a in _tiny_rows_cases():
         for square in (False, True):
             hi, lo = np.empty(count), np.empty(count)
@@ -1056,11 +1057,14 @@ def test_tiny_rows_give_the_lanes_bits() -> None:
                     for i in range(count)]
             got = np.stack([hi, lo], axis=1)
             assert got.tobytes() == np.array(want).reshape(-1, 2).tobytes(), (x, n, square)
-    for m in (3, 4001, 4 * sum_l2.PARALLEL_MIN + 3):
-        rows = np.random.default_rng(m).standard_normal((m, 3))
+    lead = sum_l2.SMALL_TINY_OUTPUTS
+    for m, n in ((3, 3), (4001, 3), (4 * sum_l2.PARALLEL_MIN + 3, 3), (lead - 1, 16),
+                 (lead, 16), (lead, _lanes.TINY), (lead, _lanes.TINY + 1), (9001, 33)):
+        rows = np.random.default_rng(m).standard_normal((m, n))
         geo, inner = sum_l2.c_packed(rows.shape, (1,))
         job = sum_l2.choose_job(rows.dtype, False, rows.size, m, geo, inner,
                                 sum_l2.memory_order_geometry(rows.shape, (1,)))
-        assert job.kernel in (sum_l2._rows_serial, sum_l2._rows_parallel)
-        for op, name in (("sum", "ReduceSum"), ("l2", "ReduceL2")):
-            assert_close(run(op, rows, [1]), oracle.expected(name, rows, (1,)))
+        tiny = n <= _lanes.SHORT or (n <= _lanes.TINY and m >= lead)
+        assert (job.kernel in (sum_l2._rows_serial, sum_l2._rows_parallel)) == tiny, (m, n)
+        for op in ("sum", "l2"):
+            assert_close(run(op, rows, [1]), expected(rows, (1,), op))

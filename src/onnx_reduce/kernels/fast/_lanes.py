@@ -10,7 +10,9 @@ lanes are joined by TwoSum, in vector operations, into one double-double per run
 * :func:`four_rows`: four contiguous rows, one sum each;
 * :func:`four_outputs` / :func:`one_output`: every reduced row of four outputs (of one) into
   the same lanes, joined once at the end;
-* :func:`run_sum`: one run of any stride, a quarter in each of the four runs.
+* :func:`run_sum`: one run of any stride, a quarter in each of the four runs;
+* :func:`tiny_sums`: :func:`four_rows`'s sums of rows of up to TINY elements, without the
+  64 lanes.
 
 Why: a plain vector sum rounds in every lane and again in the tree that joins the lanes, and
 on regular data (constant rows) those roundings add up instead of averaging out (up to 6.6 ulp
@@ -43,8 +45,10 @@ from ._common import flat_offset, prefetch, two_sum
 #: Kahan accumulators per run: two vectors of float64 (four runs: eight chains in flight).
 LANES = 16
 _FOUR = 4 * LANES  # the lanes of four runs
-#: Rows of at most this many elements skip the lanes (:func:`tiny_sums`).
-TINY = 4
+#: Rows of at most this many elements skip the 64 lanes (:func:`tiny_sums`) ...
+TINY = 128
+#: ... those of at most this many side by side in vectors, longer ones eight at a time.
+SHORT = 4
 _DOUBLE = ir.DoubleType()
 # unsigned constants for the unsigned indices (uint64 with an int64 gives a float in numba)
 _UL = np.uint64(LANES)
@@ -113,10 +117,19 @@ def fma(typingctx, a, b, c):  # type: ignore[no-untyped-def]
 
 _V8 = ir.VectorType(_DOUBLE, 8)
 _I64 = ir.IntType(64)
+_L8 = ir.VectorType(_I64, 8)
+_M8 = ir.VectorType(ir.IntType(32), 8)
 
 
 def _shuffle(builder, a, b, mask):  # type: ignore[no-untyped-def]
     return builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(ir.IntType(32), 8), mask))
+
+
+def _vtwo_sum(builder, a, b):  # type: ignore[no-untyped-def]
+    """:func:`two_sum` lane by lane."""
+    s = builder.fadd(a, b)
+    bp = builder.fsub(s, a)
+    return s, builder.fadd(builder.fsub(a, builder.fsub(s, bp)), builder.fsub(b, bp))
 
 
 def _vjoin(builder, x, y):  # type: ignore[no-untyped-def]
@@ -167,6 +180,92 @@ def _fold_four(typingctx, sums, comps):  # type: ignore[no-untyped-def]
         return out
 
     return types.UniTuple(types.float64, 8)(sums, comps), codegen
+
+
+def _masked_load(builder, ptr, mask):  # type: ignore[no-untyped-def]
+    """The eight float64 from ``ptr`` where ``mask`` is set, zeros elsewhere (no fault)."""
+    i32 = ir.IntType(32)
+    fnty = ir.FunctionType(_V8, [ptr.type, i32, mask.type, _V8])
+    fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.masked.load.v8f64.p0")
+    return builder.call(fn, [ptr, ir.Constant(i32, 8), mask, ir.Constant(_V8, [0.0] * 8)])
+
+
+def _single_lanes(builder, v, square):  # type: ignore[no-untyped-def]
+    """Lanes ``(s, c)`` that each gained one element of ``v`` (:func:`_add` into zeros):
+    ``0 + y`` and the compensation ``y - (0 + y)`` (``-t + y`` rounds the same)."""
+    zero = ir.Constant(_V8, [0.0] * 8)
+    y = builder.select(square, builder.fmul(v, v), builder.fadd(zero, v))
+    t = builder.fadd(zero, y)
+    return t, builder.fsub(y, t)
+
+
+def _vadd(builder, lanes, v, square, inside):  # type: ignore[no-untyped-def]
+    """:func:`_add` of ``v`` lane by lane, where ``inside`` (the other lanes as they were)."""
+    s, c = lanes
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V8, [_V8] * 3),
+                                        "llvm.fma.v8f64")
+    y = builder.select(square, builder.call(fn, [v, v, c]), builder.fadd(c, v))
+    t = builder.fadd(s, y)
+    return (builder.select(inside, t, s),
+            builder.select(inside, builder.fadd(builder.fsub(s, t), y), c))
+
+
+def _row_lanes(builder, ptr, limit, square, vectors):  # type: ignore[no-untyped-def]
+    """The LANES lanes of the row of ``n`` (``limit``: splat) elements from ``ptr`` after
+    :func:`_one_run`'s adds (element ``k`` into lane ``k % LANES``), as ``vectors`` vectors of
+    eight elements, those past ``n`` masked; lanes ``k`` and ``k + 8`` joined."""
+    def chunk(j):  # elements 8j .. 8j + 7: the first vectors // 2 are whole
+        at = builder.gep(ptr, [ir.Constant(_I64, 8 * j)])
+        inside = builder.icmp_signed("<", ir.Constant(_L8, list(range(8 * j, 8 * j + 8))), limit)
+        if j < vectors // 2:
+            return builder.load(builder.bitcast(at, _V8.as_pointer()), align=8), inside
+        return _masked_load(builder, at, inside), inside
+
+    halves = [_single_lanes(builder, chunk(j)[0], square) for j in range(min(vectors, 2))]
+    for j in range(2, vectors):
+        v, inside = chunk(j)
+        halves[j % 2] = _vadd(builder, halves[j % 2], v, square, inside)
+    return halves[0] if vectors == 1 else _vjoin(builder, *halves)
+
+
+@intrinsic
+def _eight_rows(typingctx, base, a, stride, n, square, vectors, hi, lo, g):  # type: ignore[no-untyped-def]
+    """``hi[g:g + 8], lo[g:g + 8]``: :func:`four_rows`'s lanes of eight rows of ``n <= 8 *
+    vectors`` elements (``vectors``: a literal 1, 2, 4, 8 or 16), row ``r`` from ``base[a + r *
+    stride]``, joined as :func:`_fold_four` joins a run's lanes and normalized twice as
+    :func:`four_rows` returns them (rows whose sum is not finite aside): each row's lanes in
+    two vectors (:func:`_row_lanes`), joined into one, then lanes ``k`` and ``k + 4``, ``k +
+    2``, ``k + 1`` with two rows side by side in each vector (a join with an empty lane
+    changes no finite lane). The 64 lanes would cost a fold per row."""
+    if not isinstance(vectors, types.IntegerLiteral):
+        return None
+    count = vectors.literal_value
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        limit = builder.insert_element(ir.Constant(_L8, None), args[3], ir.Constant(_I64, 0))
+        limit = builder.shuffle_vector(limit, limit, ir.Constant(_M8, [0] * 8))  # splat
+        rows = []
+        for r in range(8):
+            at = builder.add(args[1], builder.mul(args[2], ir.Constant(_I64, r)))
+            rows.append(_row_lanes(builder, builder.gep(data, [at]), limit, args[4], count))
+        halves = ([0, 1, 2, 3, 8, 9, 10, 11], [4, 5, 6, 7, 12, 13, 14, 15])
+        pairs = [_vmerge(builder, rows[r], rows[r + 1], *halves) for r in range(0, 8, 2)]
+        quarters = ([0, 1, 4, 5, 8, 9, 12, 13], [2, 3, 6, 7, 10, 11, 14, 15])
+        fours = [_vmerge(builder, pairs[r], pairs[r + 1], *quarters) for r in (0, 2)]
+        s, c = _vmerge(builder, fours[0], fours[1], list(range(0, 16, 2)),
+                       list(range(1, 16, 2)))
+        for _ in range(2):  # normalized twice: the fold's TwoSum, then four_rows' own
+            s, c = _vtwo_sum(builder, s, c)
+        for out, v in ((args[6], s), (args[7], c)):
+            dst = context.make_array(signature.args[6])(context, builder, out).data
+            builder.store(v, builder.bitcast(builder.gep(dst, [args[8]]), _V8.as_pointer()),
+                          align=8)
+        return context.get_dummy_value()
+
+    sig = types.void(base, types.int64, types.int64, types.int64, types.boolean, vectors, hi,
+                     lo, types.int64)
+    return sig, codegen
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -270,7 +369,7 @@ def _join(s1, c1, s2, c2):
 
 @njit(cache=True, nogil=True, inline="always")
 def _tiny_tree(base, b, n, square, one, m1):
-    """The lanes of a row of ``n <= TINY`` elements from ``base[b]`` (``b`` unsigned) joined
+    """The lanes of a row of ``n <= SHORT`` elements from ``base[b]`` (``b`` unsigned) joined
     as :func:`_fold_four` joins them, into one ``(s, c)``: element ``k`` in lane ``k`` (as
     :func:`_add` puts it there), lanes 0 and 2, 1 and 3, then 0 and 1 joined where both hold
     elements. A join with an empty lane changes no finite lane, and a lane that is not finite
@@ -304,14 +403,43 @@ def _tiny_rows_loop(base, a, stride, n, square, count, hi, lo):
 
 
 @njit(cache=True, nogil=True)
+def _eights(base, a, stride, n, square, count, hi, lo):
+    """:func:`tiny_sums`'s lanes of rows of ``SHORT < n <= TINY`` elements: eight rows at a
+    time (:func:`_eight_rows`), the last ``count % 8`` by :func:`four_rows`."""
+    full = count - count % 8
+    if n <= 8:  # (a literal count of vectors each)
+        for g in range(0, full, 8):
+            _eight_rows(base, a + g * stride, stride, n, square, 1, hi, lo, g)
+    elif n <= 16:
+        for g in range(0, full, 8):
+            _eight_rows(base, a + g * stride, stride, n, square, 2, hi, lo, g)
+    elif n <= 32:
+        for g in range(0, full, 8):
+            _eight_rows(base, a + g * stride, stride, n, square, 4, hi, lo, g)
+    elif n <= 64:
+        for g in range(0, full, 8):
+            _eight_rows(base, a + g * stride, stride, n, square, 8, hi, lo, g)
+    else:
+        for g in range(0, full, 8):
+            _eight_rows(base, a + g * stride, stride, n, square, 16, hi, lo, g)
+    for g in range(full, count):
+        r = a + g * stride
+        hi[g], lo[g] = four_rows(base, r, r, r, r, n, square)[:2]
+
+
+@njit(cache=True, nogil=True)
 def tiny_sums(base, a, stride, n, square, count, hi, lo):
     """``hi[i], lo[i]``: :func:`four_rows`'s double-double (the same bits) of each of
-    ``count`` rows of ``n <= TINY`` elements ``stride`` apart from ``base[a]``, the rows side
-    by side in vectors (:func:`_tiny_rows_loop`; one row at a time is bound by the latency of
-    its chain of dependent adds), adjacent rows of 2, 3 or 4 with their length a constant (the
-    loads vectorize too). A row whose sum is not finite then takes its IEEE sum, as
-    :func:`_finite_or_plain` gives it (a finite head stays finite in the last TwoSum)."""
-    if stride == 2 and n == 2:
+    ``count`` contiguous rows of ``n <= TINY`` elements ``stride`` apart from ``base[a]``
+    without its 64 lanes, zeroed and folded per row: rows of ``n <= SHORT`` side by side in
+    vectors (:func:`_tiny_rows_loop`; one row at a time is bound by the latency of its chain
+    of dependent adds), adjacent rows of 2, 3 or 4 with their length a constant (the loads
+    vectorize too); longer ones eight at a time (:func:`_eights`). A row whose sum is not
+    finite then takes its IEEE sum, as :func:`_finite_or_plain` gives it (a finite head stays
+    finite in the last TwoSum)."""
+    if n > SHORT:
+        _eights(base, a, stride, n, square, count, hi, lo)
+    elif stride == 2 and n == 2:
         _tiny_rows_loop(base, a, 2, 2, square, count, hi, lo)
     elif stride == 3 and n == 3:
         _tiny_rows_loop(base, a, 3, 3, square, count, hi, lo)

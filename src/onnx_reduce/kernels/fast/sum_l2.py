@@ -84,7 +84,7 @@ from ._common import (
     widen,
 )
 from ._common import flat_offset as _offset  # (shared with ._lanes)
-from ._lanes import TINY, four_outputs, four_rows, one_output, run_sum, tiny_sums
+from ._lanes import SHORT, TINY, four_outputs, four_rows, one_output, run_sum, tiny_sums
 
 if TYPE_CHECKING:
     from ..dispatch import Bound
@@ -99,6 +99,9 @@ COLUMNS_COMPENSATED = COLUMNS // 2
 #: launch costs about as much as the second thread saves, and far more when the other core is
 #: busy (docs/kernel-design.md, "From any array to two loops").
 PARALLEL_MIN = 1 << 20
+#: Small arrays of float64 rows of SHORT to TINY elements with at least this many outputs take
+#: the row kernel (:func:`_tiny_rows_lead`).
+SMALL_TINY_OUTPUTS = 64
 #: Least elements (rows: of one row range; columns: rows) in one piece of a split reduction.
 MIN_PIECE_ELEMENTS = 1 << 14
 MIN_PIECE_ROWS = 64
@@ -314,7 +317,7 @@ def choose_job(dtype: np.dtype, square: bool, size: int, n_out: int, geo: np.nda
     '_float32_rows_parallel'
     """
     if size < PARALLEL_MIN:
-        if small_geo is not None and not (dtype == _F64 and _tiny_rows(geo)):
+        if small_geo is not None and not (dtype == _F64 and _tiny_rows_lead(geo, n_out)):
             return Job(_small_l2 if square else _small_sum, (small_geo,), geo, False)
         return Job(_rows_serial if inner else _cols_serial, (geo, square), geo, False)
     comp = dtype == _F64
@@ -936,6 +939,15 @@ def _tiny_rows(geo):
     ksz, _ = kept_dims(geo)
     rsz, rst = reduced_dims(geo)
     return ksz.size == 1 and rsz.size == 1 and rst[0] == 1 and rsz[0] <= TINY
+
+
+@njit(cache=True, nogil=True)
+def _tiny_rows_lead(geo, n_out):
+    """Whether the row kernel takes float64 :func:`_tiny_rows` of a small array ahead of the
+    small kernels: rows of up to SHORT elements, or SMALL_TINY_OUTPUTS of them and more
+    (fewer longer rows: 3-7% slower, the row kernel's own costs)."""
+    rsz, _ = reduced_dims(geo)
+    return _tiny_rows(geo) and (rsz[0] <= SHORT or n_out >= SMALL_TINY_OUTPUTS)
 
 
 @njit(cache=True, nogil=True)
