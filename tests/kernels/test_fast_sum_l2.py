@@ -1020,6 +1020,36 @@ def test_float64_specials_through_the_lanes(op: str) -> None:
                                       err_msg=layout)
 
 
+def test_float32_short_rows_eight_at_a_time() -> None:
+    """float32 ReduceSum rows of at most WIDE_TINY elements, one per output, eight at a time
+    (:func:`_lanes.eight_wide_rows`) and the last few one by one: the exact sum rounded
+    once, for every length, row counts around multiples of eight, rows apart (the row kernel
+    on one thread) and adjacent on threads, with inf, NaN, zeros and sums past float32."""
+    rng = np.random.default_rng(32)
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45], np.float32)
+    for n in range(1, sum_l2.WIDE_TINY + 2):
+        for count in (1, 7, 8, 19, 64):
+            wide = make((count, n + 3), np.dtype(np.float32), n + count)
+            if count == 19:
+                hit = rng.random(wide.shape) < 0.2
+                wide[hit] = rng.choice(specials, hit.sum())
+            if count == 7:
+                wide[:4] = 3e38  # sums past float32's largest
+            rows = wide[:, 1:n + 1]  # rows apart: the row kernel, not the small kernels
+            with np.errstate(invalid="ignore"):  # (inf - inf in the expected values)
+                want = expected(rows, (1,), "sum")
+            assert_close(run("sum", rows, [1]), want)
+    for n in (3, 16, sum_l2.WIDE_TINY):
+        rows = make((sum_l2.PARALLEL_MIN // n + 13, n), np.dtype(np.float32), n)
+        want = np.array([math.fsum(r) for r in rows.astype(np.float64)]).astype(np.float32)
+        assert_close(run("sum", rows, [1]).ravel(), want)
+        positive = np.abs(make((301, n + 2), rows.dtype, n))[:, 1:n + 1]  # rows apart
+        # ReduceLogSum: the float64 sums into its own output
+        with kernel_path("fast"):
+            got = onnx_reduce.reduce_log_sum(positive, axes=[1])
+        np.testing.assert_array_equal(got, oracle.expected("ReduceLogSum", positive, (1,)))
+
+
 def _tiny_rows_cases():
     """Rows of 1 to TINY float64 elements, some rows apart, some adjacent: random magnitudes,
     rows that cancel, constant rows of mixed signs, and rows with inf, NaN, zeros of both

@@ -372,10 +372,21 @@ def is_float64(arr):  # pragma: no cover - replaced by the overload inside njit 
     raise NotImplementedError
 
 
-@overload(is_float64, inline="always")
-def _is_float64_impl(arr):
-    flag = arr.dtype == types.float64
-    return lambda arr: flag
+def is_float32(arr):  # pragma: no cover - replaced by the overload inside njit code
+    """njit-only: whether ``arr`` holds float32 (a compile-time constant)."""
+    raise NotImplementedError
+
+
+def _holds(dtype):  # type: ignore[no-untyped-def]
+    """The overload of a test whether an array holds ``dtype``."""
+    def impl(arr):  # type: ignore[no-untyped-def]
+        flag = arr.dtype == dtype
+        return lambda arr: flag
+    return impl
+
+
+overload(is_float64, inline="always")(_holds(types.float64))
+overload(is_float32, inline="always")(_holds(types.float32))
 
 
 def widen(x):  # pragma: no cover - replaced by the overload inside njit code

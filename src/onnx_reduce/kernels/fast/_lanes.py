@@ -14,6 +14,9 @@ lanes are joined by TwoSum, in vector operations, into one double-double per run
 * :func:`tiny_sums`: :func:`four_rows`'s sums of rows of up to TINY elements, without the
   64 lanes.
 
+Beside them, :func:`eight_wide_rows`: plain float64 sums of short float32 rows, eight at a
+time, with the same vector tree.
+
 Why: a plain vector sum rounds in every lane and again in the tree that joins the lanes, and
 on regular data (constant rows) those roundings add up instead of averaging out (up to 6.6 ulp
 of the sum). Kahan's bound holds in every lane (within ``2u`` of the sum of its magnitudes, u
@@ -228,6 +231,34 @@ def _row_lanes(builder, ptr, limit, square, vectors):  # type: ignore[no-untyped
     return halves[0] if vectors == 1 else _vjoin(builder, *halves)
 
 
+def _fold_eight(builder, rows, merge):  # type: ignore[no-untyped-def]
+    """Eight rows' lanes, one vector each, joined by ``merge`` (:func:`_vmerge`'s form) as
+    :func:`_fold_four` joins a run's: lanes ``k`` and ``k + 4``, ``k + 2``, ``k + 1``, two
+    rows side by side in each vector, into one vector of the eight rows' sums in order."""
+    halves = ([0, 1, 2, 3, 8, 9, 10, 11], [4, 5, 6, 7, 12, 13, 14, 15])
+    pairs = [merge(builder, rows[r], rows[r + 1], *halves) for r in range(0, 8, 2)]
+    quarters = ([0, 1, 4, 5, 8, 9, 12, 13], [2, 3, 6, 7, 10, 11, 14, 15])
+    fours = [merge(builder, pairs[r], pairs[r + 1], *quarters) for r in (0, 2)]
+    return merge(builder, fours[0], fours[1], list(range(0, 16, 2)), list(range(1, 16, 2)))
+
+
+def _row_at(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    """(pointer to ``base[a + r * stride]`` for row r, splat ``n``) of an eight-rows call."""
+    data = context.make_array(signature.args[0])(context, builder, args[0]).data
+    limit = builder.insert_element(ir.Constant(_L8, None), args[3], ir.Constant(_I64, 0))
+    limit = builder.shuffle_vector(limit, limit, ir.Constant(_M8, [0] * 8))  # splat
+
+    def row(r):  # type: ignore[no-untyped-def]
+        return builder.gep(data, [builder.add(args[1], builder.mul(args[2], ir.Constant(_I64, r)))])
+    return row, limit
+
+
+def _store_eight(context, builder, signature, out, at, v):  # type: ignore[no-untyped-def]
+    """``out[at:at + 8] = v`` (a float64 array argument of the call)."""
+    dst = context.make_array(signature)(context, builder, out).data
+    builder.store(v, builder.bitcast(builder.gep(dst, [at]), _V8.as_pointer()), align=8)
+
+
 @intrinsic
 def _eight_rows(typingctx, base, a, stride, n, square, vectors, hi, lo, g):  # type: ignore[no-untyped-def]
     """``hi[g:g + 8], lo[g:g + 8]``: :func:`four_rows`'s lanes of eight rows of ``n <= 8 *
@@ -242,30 +273,73 @@ def _eight_rows(typingctx, base, a, stride, n, square, vectors, hi, lo, g):  # t
     count = vectors.literal_value
 
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        data = context.make_array(signature.args[0])(context, builder, args[0]).data
-        limit = builder.insert_element(ir.Constant(_L8, None), args[3], ir.Constant(_I64, 0))
-        limit = builder.shuffle_vector(limit, limit, ir.Constant(_M8, [0] * 8))  # splat
-        rows = []
-        for r in range(8):
-            at = builder.add(args[1], builder.mul(args[2], ir.Constant(_I64, r)))
-            rows.append(_row_lanes(builder, builder.gep(data, [at]), limit, args[4], count))
-        halves = ([0, 1, 2, 3, 8, 9, 10, 11], [4, 5, 6, 7, 12, 13, 14, 15])
-        pairs = [_vmerge(builder, rows[r], rows[r + 1], *halves) for r in range(0, 8, 2)]
-        quarters = ([0, 1, 4, 5, 8, 9, 12, 13], [2, 3, 6, 7, 10, 11, 14, 15])
-        fours = [_vmerge(builder, pairs[r], pairs[r + 1], *quarters) for r in (0, 2)]
-        s, c = _vmerge(builder, fours[0], fours[1], list(range(0, 16, 2)),
-                       list(range(1, 16, 2)))
+        row, limit = _row_at(context, builder, signature, args)
+        rows = [_row_lanes(builder, row(r), limit, args[4], count) for r in range(8)]
+        s, c = _fold_eight(builder, rows, _vmerge)
         for _ in range(2):  # normalized twice: the fold's TwoSum, then four_rows' own
             s, c = _vtwo_sum(builder, s, c)
-        for out, v in ((args[6], s), (args[7], c)):
-            dst = context.make_array(signature.args[6])(context, builder, out).data
-            builder.store(v, builder.bitcast(builder.gep(dst, [args[8]]), _V8.as_pointer()),
-                          align=8)
+        _store_eight(context, builder, signature.args[6], args[6], args[8], s)
+        _store_eight(context, builder, signature.args[7], args[7], args[8], c)
         return context.get_dummy_value()
 
     sig = types.void(base, types.int64, types.int64, types.int64, types.boolean, vectors, hi,
                      lo, types.int64)
     return sig, codegen
+
+
+_V16F = ir.VectorType(ir.FloatType(), 16)
+
+
+def _wide_row(builder, ptr, limit, vectors):  # type: ignore[no-untyped-def]
+    """The float64 sum of a float32 row of ``n`` (``limit``: splat) elements from ``ptr`` in
+    eight lanes: ``vectors`` vectors of 16 elements, those past ``n`` masked to zeros,
+    widened and added pairwise."""
+    i32 = ir.IntType(32)
+    mask16 = ir.VectorType(ir.IntType(1), 16)
+    fnty = ir.FunctionType(_V16F, [ptr.type, i32, mask16, _V16F])
+    load = cgutils.get_or_insert_function(builder.module, fnty, "llvm.masked.load.v16f32.p0")
+    wide = ir.VectorType(_I64, 16)
+    limit16 = builder.shuffle_vector(limit, limit, ir.Constant(ir.VectorType(i32, 16), [0] * 16))
+    parts = []
+    for j in range(vectors):
+        inside = builder.icmp_signed("<", ir.Constant(wide, list(range(16 * j, 16 * j + 16))),
+                                     limit16)
+        at = builder.gep(ptr, [ir.Constant(_I64, 16 * j)])
+        v = builder.call(load, [at, ir.Constant(i32, 4), inside, ir.Constant(_V16F, [0.0] * 16)])
+        v = builder.fpext(v, ir.VectorType(_DOUBLE, 16))
+        parts += [builder.shuffle_vector(v, v, ir.Constant(_M8, half))
+                  for half in (list(range(8)), list(range(8, 16)))]
+    while len(parts) > 1:  # pairwise: a chain of dependent adds would bound the row
+        parts = [builder.fadd(parts[i], parts[i + 1]) for i in range(0, len(parts), 2)]
+    return parts[0]
+
+
+def _plain_merge(builder, x, y, first, second):  # type: ignore[no-untyped-def]
+    """:func:`_vmerge` of plain sums: lanes ``first`` of ``x, y`` plus their lanes ``second``."""
+    return builder.fadd(_shuffle(builder, x, y, first), _shuffle(builder, x, y, second))
+
+
+@intrinsic
+def eight_wide_rows(typingctx, base, a, stride, n, vectors, sums):  # type: ignore[no-untyped-def]
+    """``sums[:8]``: the float64 sums of eight float32 rows of ``n <= 16 * vectors`` elements
+    (``vectors``: a literal), row ``r`` from ``base[a + r * stride]``: each row's vectors
+    widened and added into eight lanes (:func:`_wide_row`), then joined with two rows side by
+    side in each vector (:func:`_fold_eight`). Other dtypes: no code (a caller's branch the
+    dtype rules out)."""
+    if not isinstance(vectors, types.IntegerLiteral):
+        return None
+    count = vectors.literal_value
+    compiled = base.dtype == types.float32
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        if compiled:
+            row, limit = _row_at(context, builder, signature, args)
+            rows = [_wide_row(builder, row(r), limit, count) for r in range(8)]
+            _store_eight(context, builder, signature.args[5], args[5], ir.Constant(_I64, 0),
+                         _fold_eight(builder, rows, _plain_merge))
+        return context.get_dummy_value()
+
+    return types.void(base, types.int64, types.int64, types.int64, vectors, sums), codegen
 
 
 @njit(cache=True, nogil=True, inline="always")

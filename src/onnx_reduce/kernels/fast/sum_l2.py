@@ -68,6 +68,7 @@ from ._common import (
     canonical,
     entry_for,
     frozen,
+    is_float32,
     is_float64,
     kept_dims,
     memory_order_geometry,
@@ -84,7 +85,16 @@ from ._common import (
     widen,
 )
 from ._common import flat_offset as _offset  # (shared with ._lanes)
-from ._lanes import SHORT, TINY, four_outputs, four_rows, one_output, run_sum, tiny_sums
+from ._lanes import (
+    SHORT,
+    TINY,
+    eight_wide_rows,
+    four_outputs,
+    four_rows,
+    one_output,
+    run_sum,
+    tiny_sums,
+)
 
 if TYPE_CHECKING:
     from ..dispatch import Bound
@@ -99,6 +109,9 @@ COLUMNS_COMPENSATED = COLUMNS // 2
 #: launch costs about as much as the second thread saves, and far more when the other core is
 #: busy (docs/kernel-design.md, "From any array to two loops").
 PARALLEL_MIN = 1 << 20
+#: float32 ReduceSum rows of at most this many elements, one per output, are summed eight at
+#: a time (:func:`_eight_wide_outputs`; longer ones, and ReduceL2's, were slower so).
+WIDE_TINY = 32
 #: Small arrays of float64 rows of SHORT to TINY elements with at least this many outputs take
 #: the row kernel (:func:`_tiny_rows_lead`).
 SMALL_TINY_OUTPUTS = 64
@@ -932,6 +945,25 @@ def _each_row(base, ksz, kst, n, square, out, w0, w1):
 
 
 @njit(cache=True, nogil=True)
+def _eight_wide_outputs(base, stride, n, out, w0, w1):
+    """float32 sums, outputs ``[w0, w1)``, each one contiguous row of ``n <= WIDE_TINY``
+    elements ``stride`` apart: eight rows at a time side by side
+    (:func:`._lanes.eight_wide_rows`; one row at a time costs a fold of its lanes per row),
+    the last ``(w1 - w0) % 8`` one by one as :func:`_each_row` does."""
+    sums = np.empty(8)
+    full = w0 + (w1 - w0) // 8 * 8
+    for g in range(w0, full, 8):
+        if n <= 16:  # (a literal count of vectors each)
+            eight_wide_rows(base, g * stride, stride, n, 1, sums)
+        else:
+            eight_wide_rows(base, g * stride, stride, n, 2, sums)
+        for k in range(8):
+            _finish(out, g + k, sums[k], 0.0, False)
+    for o in range(full, w1):
+        _finish(out, o, _streamed_sum(base, o * stride, n, False), 0.0, False)
+
+
+@njit(cache=True, nogil=True)
 def _tiny_rows(geo):
     """Whether ``geo`` is rows of at most TINY adjacent elements along one kept dim, one per
     output: float64 ones the row kernel takes side by side (:func:`_tiny_outputs`), small
@@ -1004,6 +1036,12 @@ def _rows_work(base, geo, block, pieces, square, comp, out, wide, hi, lo, w0, w1
         # one contiguous row per output: no per-output calls (short rows are common)
         n = rsz[0]
         nk = ksz.size
+        if is_float32(base) and not square and nk == 1 and n <= WIDE_TINY:  # eight at a time
+            if wide.size:
+                _eight_wide_outputs(base, kst[0], n, wide, w0, w1)
+            else:
+                _eight_wide_outputs(base, kst[0], n, out, w0, w1)
+            return
         # the output chosen here, each a compiled form of its own (a test of ``wide`` per
         # output, or sums kept in a buffer and stored after, were slower)
         if three and nk == 1 and n * base.itemsize >= STREAM_BLOCK_BYTES:
