@@ -163,12 +163,17 @@ def _call_key(
     op: str, data: np.ndarray, axes: Axes, keepdims: bool, noop: bool, opset: int | None
 ) -> tuple | None:
     """The call as a cache key when its arguments are plain Python ints/bools (an axis of 1.0
-    or keepdims=1.0 must not hit the entry of 1); else None."""
+    or keepdims=1.0 must not hit the entry of 1) or its axes a small integer ndarray (an ONNX
+    axes input; keyed with its dtype and shape, which validation judges); else None."""
     if type(keepdims) not in _PLAIN or type(noop) not in _PLAIN:
         return None
     if opset is not None and type(opset) is not int:
         return None
-    if axes is not None:
+    if type(axes) is np.ndarray:
+        if axes.dtype.kind not in "iu" or axes.size > _KEYED_AXES:
+            return None
+        axes = (axes.dtype, axes.shape, *axes.ravel().tolist())
+    elif axes is not None:
         if type(axes) is not list and type(axes) is not tuple:
             return None
         axes = tuple(axes)
@@ -179,6 +184,8 @@ def _call_key(
 
 
 _PLAIN = (bool, int)
+#: Larger axes arrays are not cache keys (no array has more dims than this).
+_KEYED_AXES = 64
 
 
 def plan_for(

@@ -62,3 +62,27 @@ def test_many_shapes_keep_the_prepared_calls_and_layouts_bounded(monkeypatch) ->
     assert len(geometry._C_PACKED) <= 8
     x = np.ones((3, 2), np.float32)
     np.testing.assert_array_equal(onnx_reduce.reduce_sum(x, axes=[1], keepdims=False), [2, 2, 2])
+
+
+def test_axes_arrays_are_prepared_calls_keyed_by_their_values(monkeypatch) -> None:
+    """Integer ndarray axes (an ONNX axes input) hit the prepared calls as lists do, keyed by
+    dtype, shape and values: an array changed in place gives its new axes, and arrays that
+    validation refuses still raise."""
+    monkeypatch.setattr(functions, "_PREPARED", BoundedCache(64))
+    x = np.arange(24, dtype=np.float64).reshape(2, 3, 4)
+    axes = np.array([1])
+    for _ in range(2):
+        np.testing.assert_array_equal(onnx_reduce.reduce_sum(x, axes), x.sum(1, keepdims=True))
+    assert len(functions._PREPARED) == 1
+    axes[0] = 2  # the same array, new values: a new entry
+    np.testing.assert_array_equal(onnx_reduce.reduce_sum(x, axes), x.sum(2, keepdims=True))
+    np.testing.assert_array_equal(onnx_reduce.reduce_sum(x, np.array([2], np.int32)),
+                                  x.sum(2, keepdims=True))
+    np.testing.assert_array_equal(onnx_reduce.reduce_sum(x, np.array([0, -1])),
+                                  x.sum((0, 2), keepdims=True))
+    assert len(functions._PREPARED) == 4
+    for bad in (np.array([3]), np.array([1, 1]), np.array([[0, 2]]), np.array([1.0]),
+                np.array([True])):
+        with pytest.raises((ValueError, TypeError)):
+            onnx_reduce.reduce_sum(x, bad)
+    assert len(functions._PREPARED) == 4
