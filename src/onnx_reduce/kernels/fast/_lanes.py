@@ -119,13 +119,19 @@ def fma(typingctx, a, b, c):  # type: ignore[no-untyped-def]
 
 
 _V8 = ir.VectorType(_DOUBLE, 8)
+_V16F = ir.VectorType(ir.FloatType(), 16)
 _I64 = ir.IntType(64)
 _L8 = ir.VectorType(_I64, 8)
 _M8 = ir.VectorType(ir.IntType(32), 8)
 
 
 def _shuffle(builder, a, b, mask):  # type: ignore[no-untyped-def]
-    return builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(ir.IntType(32), 8), mask))
+    return builder.shuffle_vector(a, b, ir.Constant(_M8, mask))
+
+
+# lanes of two vectors joined in the folds: k and k + 4 of each, then k and k + 2
+_HALVES = ([0, 1, 2, 3, 8, 9, 10, 11], [4, 5, 6, 7, 12, 13, 14, 15])
+_QUARTERS = ([0, 1, 4, 5, 8, 9, 12, 13], [2, 3, 6, 7, 10, 11, 14, 15])
 
 
 def _vtwo_sum(builder, a, b):  # type: ignore[no-untyped-def]
@@ -137,9 +143,7 @@ def _vtwo_sum(builder, a, b):  # type: ignore[no-untyped-def]
 
 def _vjoin(builder, x, y):  # type: ignore[no-untyped-def]
     """Vector lanes ``x = (s, c)`` gain lanes ``y``: TwoSum of the sums (no fast-math flags)."""
-    s = builder.fadd(x[0], y[0])
-    bp = builder.fsub(s, x[0])
-    err = builder.fadd(builder.fsub(x[0], builder.fsub(s, bp)), builder.fsub(y[0], bp))
+    s, err = _vtwo_sum(builder, x[0], y[0])
     return s, builder.fadd(builder.fadd(x[1], y[1]), err)
 
 
@@ -166,14 +170,11 @@ def _fold_four(typingctx, sums, comps):  # type: ignore[no-untyped-def]
         runs = [_vjoin(builder, (load(args[0], 2 * r), load(args[1], 2 * r)),
                        (load(args[0], 2 * r + 1), load(args[1], 2 * r + 1)))
                 for r in range(4)]
-        halves = ([0, 1, 2, 3, 8, 9, 10, 11], [4, 5, 6, 7, 12, 13, 14, 15])
-        ab = _vmerge(builder, runs[0], runs[1], *halves)  # runs 0, 1: four lanes each
-        cd = _vmerge(builder, runs[2], runs[3], *halves)
-        x = _vmerge(builder, ab, cd, [0, 1, 4, 5, 8, 9, 12, 13], [2, 3, 6, 7, 10, 11, 14, 15])
+        ab = _vmerge(builder, runs[0], runs[1], *_HALVES)  # runs 0, 1: four lanes each
+        cd = _vmerge(builder, runs[2], runs[3], *_HALVES)
+        x = _vmerge(builder, ab, cd, *_QUARTERS)
         y = _vmerge(builder, x, x, [0, 2, 4, 6, 0, 2, 4, 6], [1, 3, 5, 7, 1, 3, 5, 7])
-        hi = builder.fadd(y[0], y[1])  # normalized: TwoSum of (s, c)
-        bp = builder.fsub(hi, y[0])
-        lo = builder.fadd(builder.fsub(y[0], builder.fsub(hi, bp)), builder.fsub(y[1], bp))
+        hi, lo = _vtwo_sum(builder, *y)  # normalized
         out = cgutils.get_null_value(context.get_value_type(signature.return_type))
         for r in range(4):
             out = builder.insert_value(out, builder.extract_element(hi, ir.Constant(_I64, r)),
@@ -185,12 +186,16 @@ def _fold_four(typingctx, sums, comps):  # type: ignore[no-untyped-def]
     return types.UniTuple(types.float64, 8)(sums, comps), codegen
 
 
-def _masked_load(builder, ptr, mask):  # type: ignore[no-untyped-def]
-    """The eight float64 from ``ptr`` where ``mask`` is set, zeros elsewhere (no fault)."""
+def _masked_load(builder, ptr, mask, vector=_V8):  # type: ignore[no-untyped-def]
+    """A ``vector`` (float64 or float32 lanes) from ``ptr`` where ``mask`` is set, zeros
+    elsewhere (no fault)."""
     i32 = ir.IntType(32)
-    fnty = ir.FunctionType(_V8, [ptr.type, i32, mask.type, _V8])
-    fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.masked.load.v8f64.p0")
-    return builder.call(fn, [ptr, ir.Constant(i32, 8), mask, ir.Constant(_V8, [0.0] * 8)])
+    size = 8 if vector.element == _DOUBLE else 4
+    name = f"llvm.masked.load.v{vector.count}f{8 * size}.p0"
+    fn = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(vector, [ptr.type, i32, mask.type, vector]), name)
+    zeros = ir.Constant(vector, [0.0] * vector.count)
+    return builder.call(fn, [ptr, ir.Constant(i32, size), mask, zeros])
 
 
 def _single_lanes(builder, v, square):  # type: ignore[no-untyped-def]
@@ -235,10 +240,8 @@ def _fold_eight(builder, rows, merge):  # type: ignore[no-untyped-def]
     """Eight rows' lanes, one vector each, joined by ``merge`` (:func:`_vmerge`'s form) as
     :func:`_fold_four` joins a run's: lanes ``k`` and ``k + 4``, ``k + 2``, ``k + 1``, two
     rows side by side in each vector, into one vector of the eight rows' sums in order."""
-    halves = ([0, 1, 2, 3, 8, 9, 10, 11], [4, 5, 6, 7, 12, 13, 14, 15])
-    pairs = [merge(builder, rows[r], rows[r + 1], *halves) for r in range(0, 8, 2)]
-    quarters = ([0, 1, 4, 5, 8, 9, 12, 13], [2, 3, 6, 7, 10, 11, 14, 15])
-    fours = [merge(builder, pairs[r], pairs[r + 1], *quarters) for r in (0, 2)]
+    pairs = [merge(builder, rows[r], rows[r + 1], *_HALVES) for r in range(0, 8, 2)]
+    fours = [merge(builder, pairs[r], pairs[r + 1], *_QUARTERS) for r in (0, 2)]
     return merge(builder, fours[0], fours[1], list(range(0, 16, 2)), list(range(1, 16, 2)))
 
 
@@ -253,9 +256,9 @@ def _row_at(context, builder, signature, args):  # type: ignore[no-untyped-def]
     return row, limit
 
 
-def _store_eight(context, builder, signature, out, at, v):  # type: ignore[no-untyped-def]
-    """``out[at:at + 8] = v`` (a float64 array argument of the call)."""
-    dst = context.make_array(signature)(context, builder, out).data
+def _store_eight(context, builder, arytype, out, at, v):  # type: ignore[no-untyped-def]
+    """``out[at:at + 8] = v`` (``out`` a float64 array argument of the call, of ``arytype``)."""
+    dst = context.make_array(arytype)(context, builder, out).data
     builder.store(v, builder.bitcast(builder.gep(dst, [at]), _V8.as_pointer()), align=8)
 
 
@@ -287,26 +290,19 @@ def _eight_rows(typingctx, base, a, stride, n, square, vectors, hi, lo, g):  # t
     return sig, codegen
 
 
-_V16F = ir.VectorType(ir.FloatType(), 16)
-
-
 def _wide_row(builder, ptr, limit, vectors):  # type: ignore[no-untyped-def]
     """The float64 sum of a float32 row of ``n`` (``limit``: splat) elements from ``ptr`` in
     eight lanes: ``vectors`` vectors of 16 elements, those past ``n`` masked to zeros,
     widened and added pairwise."""
-    i32 = ir.IntType(32)
-    mask16 = ir.VectorType(ir.IntType(1), 16)
-    fnty = ir.FunctionType(_V16F, [ptr.type, i32, mask16, _V16F])
-    load = cgutils.get_or_insert_function(builder.module, fnty, "llvm.masked.load.v16f32.p0")
     wide = ir.VectorType(_I64, 16)
-    limit16 = builder.shuffle_vector(limit, limit, ir.Constant(ir.VectorType(i32, 16), [0] * 16))
+    limit16 = builder.shuffle_vector(limit, limit,
+                                     ir.Constant(ir.VectorType(ir.IntType(32), 16), [0] * 16))
     parts = []
     for j in range(vectors):
         inside = builder.icmp_signed("<", ir.Constant(wide, list(range(16 * j, 16 * j + 16))),
                                      limit16)
         at = builder.gep(ptr, [ir.Constant(_I64, 16 * j)])
-        v = builder.call(load, [at, ir.Constant(i32, 4), inside, ir.Constant(_V16F, [0.0] * 16)])
-        v = builder.fpext(v, ir.VectorType(_DOUBLE, 16))
+        v = builder.fpext(_masked_load(builder, at, inside, _V16F), ir.VectorType(_DOUBLE, 16))
         parts += [builder.shuffle_vector(v, v, ir.Constant(_M8, half))
                   for half in (list(range(8)), list(range(8, 16)))]
     while len(parts) > 1:  # pairwise: a chain of dependent adds would bound the row
