@@ -210,31 +210,53 @@ def test_integers_and_empty_reductions_are_left_to_the_reference_path(op) -> Non
 
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize(("shape", "axes"), [((300, 256), (1,)), ((256, 300), (0,)),
+                                             ((301, 3), (1,)), ((3, 301), (0,)),
                                              ((9, 40, 30), (0, 2)), ((4, 2000), (0, 1))])
 def test_float64_states_on_two_threads_give_the_one_piece_bits(op, shape, axes, monkeypatch):
+    """Halves on two threads, by the one call (rows, columns) or the general states path
+    (the rest), each with a slice holding inf or NaN in either half: the one-piece bits."""
     data = _data(op, shape, np.dtype(np.float64), seed=5)
-    one = _fast(op, data, axes)
-    monkeypatch.setattr(derived, "THREADED_BYTES", 1024)
-    monkeypatch.setattr(derived, "num_threads", lambda: 2)
-    np.testing.assert_array_equal(_bits(_fast(op, data, axes)), _bits(one))
-    _assert_within(op, one, data, axes)
+    for special in (None, 0, -1):
+        if special is not None:
+            data.reshape(-1)[special] = np.inf if special else np.nan
+        one = _fast(op, data, axes)
+        with monkeypatch.context() as patch:
+            patch.setattr(derived, "THREADED_BYTES", 1024)
+            patch.setattr(derived, "ONE_CALL_THREADED_BYTES", 1024)
+            patch.setattr(derived, "num_threads", lambda: 2)
+            np.testing.assert_array_equal(_bits(_fast(op, data, axes)), _bits(one))
+        if special is None:
+            _assert_within(op, one, data, axes)
 
 
-def test_an_error_on_the_second_thread_reaches_the_caller(monkeypatch) -> None:
+@pytest.mark.parametrize(("data", "patched"), [
+    (np.ones((64, 128))[:, ::2], "states"), (np.ones((64, 64)), "one call")], ids=str)
+def test_an_error_on_the_second_thread_reaches_the_caller(data, patched, monkeypatch) -> None:
     from onnx_reduce.kernels import states
 
     monkeypatch.setattr(derived, "THREADED_BYTES", 1024)
+    monkeypatch.setattr(derived, "ONE_CALL_THREADED_BYTES", 1024)
     monkeypatch.setattr(derived, "num_threads", lambda: 2)
-    real = states.partial
-
-    def partial(op, data, axes):
-        if data[0, 0] == -1.0:
-            raise MemoryError("the second half")
-        return real(op, data, axes)
-
-    monkeypatch.setattr(states, "partial", partial)
-    data = np.ones((64, 64))
+    data = data.copy() if patched == "one call" else data
     data[32:] = -1.0
+    if patched == "states":
+        real = states.partial
+
+        def partial(op, data, axes):
+            if data[0, 0] == -1.0:
+                raise MemoryError("the second half")
+            return real(op, data, axes)
+
+        monkeypatch.setattr(states, "partial", partial)
+    else:
+        real = derived._values
+
+        def values(op, walk, tree):
+            if walk[0][0] == -1.0:
+                raise MemoryError("the second half")
+            return real(op, walk, tree)
+
+        monkeypatch.setattr(derived, "_values", values)
     with pytest.raises(MemoryError, match="second half"):
         _fast("ReduceSumSquare", data, (1,))
 
@@ -242,13 +264,14 @@ def test_an_error_on_the_second_thread_reaches_the_caller(monkeypatch) -> None:
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize(("shape", "axes", "walk"), [
     ((8, 128), (1,), "rows"), ((70000,), (0,), "rows"), ((4, 1, 6, 5), (2, 3), "rows"),
+    ((9000, 3), (1,), "rows"), ((700, 32), (1,), "rows"),
     ((300, 256), (0,), "columns"), ((6, 5, 1, 4), (0, 1), "columns"),
     ((16, 70, 64), (1,), None), ((40, 7, 300), (0, 2), None)], ids=str)
 def test_small_float64_states_take_one_call_with_the_general_bits(op, shape, axes, walk,
                                                                  monkeypatch) -> None:
-    """C-contiguous rows and columns under THREADED_BYTES: the state in one compiled call
-    (the general states path is not called), bit for bit what that path gives; other
-    layouts take the general path."""
+    """C-contiguous rows and columns: the values in one compiled call (the general states
+    path is not called), bit for bit what that path gives; other layouts take the general
+    path."""
     data = _data(op, shape, np.dtype(np.float64), seed=7)
     plan = make_plan(Request(latest(op), axes, False, False), shape)
     found = derived._row_walk(data, plan)
@@ -271,3 +294,40 @@ def test_small_float64_states_take_one_call_with_the_general_bits(op, shape, axe
     assert special.sum() in (1, 2)
     np.testing.assert_array_equal(got[special], want[special])
     np.testing.assert_allclose(got[~special], want[~special], rtol=1e-15)
+
+
+def test_clear_logs_clears_only_what_the_state_test_passes() -> None:
+    """float64 ReduceLogSum's one call clears outputs in float64 that the state path's test
+    (:func:`log_sum_suspects`, in the accumulator) passes, on sums near 1, cancelling, tiny,
+    huge, subnormal and of uncertain sign; most plain sums are cleared."""
+    rng = np.random.default_rng(5)
+    total = np.concatenate([1 + rng.standard_normal(300) * 10.0 ** rng.uniform(-16, 0, 300),
+                            10.0 ** rng.uniform(-300, 300, 300),
+                            rng.standard_normal(100) * 1e-11,
+                            [5e-324, 1e-310, 2.0**-1000, 0.0, 1e308]])
+    with np.errstate(over="ignore"):  # an infinite bound is never cleared
+        magnitude = np.abs(total) * 10.0 ** rng.uniform(0, 6, total.size)
+    magnitude[600:700] = 10.0 ** rng.uniform(4, 8, 100)  # cancelling: sums of either sign
+    n = 4000
+    gamma, v = 2 * 2.0**-64 * 40, 2.0**-64  # the long double accumulator's bound
+    acc = np.longdouble
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        values = np.log(total.astype(acc)).astype(np.float64)
+    clear = np.empty(total.size, np.bool_)
+    derived._clear_logs(total, magnitude, values, gamma, v, 1.5, clear)
+    sums = np.stack([total.astype(acc), magnitude.astype(acc)], axis=-1)
+    flagged = log_sum_suspects(sums, values, np.dtype(np.float64), n, (gamma, v))
+    assert flagged.any()
+    assert not (flagged & clear).any()
+    assert clear.sum() > 0.5 * (~flagged).sum()
+
+
+def test_clear_logs_takes_the_spacing_below_r_from_its_bits() -> None:
+    """At a power of two the spacing below ``|r|`` is the smaller one: a bound of 1.4 times
+    the larger spacing is cleared one ulp above 4 (room 1.5 of it), not at 4 itself."""
+    r = np.array([4.0, np.nextafter(4.0, 8.0)])
+    b = 1.4 * 2.0**-50  # E / (S - E), with gamma 1 and v 0
+    total = np.full(2, 1e6)
+    clear = np.empty(2, np.bool_)
+    derived._clear_logs(total, total * b / (1 + b), r, 1.0, 0.0, 1.5, clear)
+    assert clear.tolist() == [False, True]

@@ -2,7 +2,9 @@
 layout a piece can have, and the rows they hand back to numpy (inf, NaN, overflowing sums,
 peaks whose scale leaves the float64 range), within the contract of the exact oracle."""
 
+import math
 import tracemalloc
+from fractions import Fraction
 
 import ml_dtypes
 import numpy as np
@@ -184,29 +186,69 @@ def test_float64_log_sum_exp_under_one_is_sent_back_to_its_slice(layout):
 
 
 def test_short_float64_rows_give_the_lanes_bits():
-    """Rows of at most LANES terms skip the lanes (:func:`compiled_rows._short_total`) and give
-    the double-doubles a row padded with zeros past LANES takes through them, bit for bit:
-    sums, sums of magnitudes and exact scaled squares (rows that are not finite are redone by
-    numpy, so only finiteness must agree there)."""
+    """Rows of at most TILED terms run side by side (:func:`compiled_rows._tiled_rows`) and
+    give the double-doubles that the same rows padded with zeros past TILED take one at a
+    time through the lanes (:func:`compiled_rows._lane_rows`), bit for bit: sums, sums of
+    magnitudes and exact scaled squares, in partial and full tiles (rows that are not finite
+    are redone by numpy, so only finiteness must agree there)."""
     rng = np.random.default_rng(80)
-    lanes = compiled_rows.LANES
+    tiled = compiled_rows.TILED
     specials = np.array([0.0, -0.0, np.inf, np.nan, 5e-324, -1e308, 1e-300, 3e200])
-    for trial in range(600):
-        n = 1 + trial % lanes
-        x = rng.standard_normal((3, n)) * 10.0 ** rng.integers(-300, 300, (3, 1))
+    for trial in range(700):
+        n = 1 + trial % tiled if trial % 5 else 1 + trial % 33
+        m = 3 if trial % 4 else 150
+        x = rng.standard_normal((m, n)) * 10.0 ** rng.integers(-300, 300, (m, 1))
         if trial % 3 == 1:
             x -= x.mean(axis=1, keepdims=True)
         elif trial % 3 == 2:
             hit = rng.random(x.shape) < 0.2
             x[hit] = rng.choice(specials, hit.sum())
-        padded = np.concatenate([x, np.zeros((3, 2 * lanes - n))], axis=1)
-        scale = 2.0 ** rng.integers(-40, 40, 3).astype(float)
+        padded = np.concatenate([x, np.zeros((m, tiled + 40 - n))], axis=1)
+        scale = 2.0 ** rng.integers(-40, 40, m).astype(float)
         for squares, magnitude in ((False, False), (False, True), (True, False)):
-            got, want = (np.empty((2, 6)), np.empty((2, 6)))
+            got, want = (np.empty((2, 2 * m)), np.empty((2, 2 * m)))
             for out, rows in ((got, x), (want, padded)):
-                compiled_rows._dd_sums(rows.reshape(-1), 3, rows.shape[1], rows.shape[1], 1,
-                                       squares, magnitude, scale, np.ones(3), out[0], out[1])
-            k = 6 if magnitude else 3
+                compiled_rows._dd_sums(rows.reshape(-1), m, rows.shape[1], rows.shape[1], 1,
+                                       squares, magnitude, scale, np.ones(m), out[0], out[1])
+            k = 2 * m if magnitude else m
             finite = np.isfinite(want[0, :k])
             assert np.array_equal(np.isfinite(got[0, :k]), finite)
             assert got[:, :k][:, finite].tobytes() == want[:, :k][:, finite].tobytes(), (x, n)
+
+
+def test_scales_are_frexp_and_ldexp_of_every_peak_exponent():
+    """:func:`compiled_rows._scales` takes normal peaks' exponents from their bits: the same
+    ``e``, 2**-e and rescale as ``frexp`` and ``ldexp`` at every exponent, zero, subnormal,
+    below 2**-1000 (two factors) and from 2**1022 on (2**-e subnormal) included."""
+    fields = np.arange(0, 2047, dtype=np.int64)
+    normal = (fields << 52 | 0x5A5A5A5A5A5).view(np.float64)
+    peaks = np.concatenate([normal, [0.0, 5e-324, 1e-310, 2.0**-1000, 2.0**1023, 1.0]])
+    exps, scale, rescale = (np.empty(peaks.size, np.int32), np.empty(peaks.size),
+                            np.empty(peaks.size))
+    compiled_rows._scales(peaks, exps, scale, rescale)
+    for i, peak in enumerate(peaks):
+        if peak == 0.0:
+            assert (exps[i], scale[i], rescale[i]) == (states.ZERO_SCALE, 1.0, 1.0)
+            continue
+        e = math.frexp(peak)[1]
+        assert exps[i] == e, peak
+        assert Fraction(scale[i]) * Fraction(rescale[i]) == Fraction(2) ** -e, peak
+        assert (rescale[i] == 1.0) == (e > -1000), peak
+
+
+def test_finished_squares_are_ldexp_of_the_sums():
+    """:func:`compiled_rows._finish_squares` (``out`` may be ``head``) gives ``np.ldexp``'s
+    bits at every exponent: overflow, subnormal results (one rounding) and ZERO_SCALE."""
+    rng = np.random.default_rng(2)
+    exps = np.concatenate([np.arange(-1080, 1030, 3), [states.ZERO_SCALE, -511, 511, 512]])
+    exps = exps.astype(np.int32)
+    head = rng.uniform(0.25, 40.0, exps.size)
+    head[exps == states.ZERO_SCALE] = 0.0
+    tail = head * rng.uniform(-2.0**-53, 2.0**-53, exps.size)
+    with np.errstate(over="ignore", under="ignore"):
+        want = np.ldexp(head + tail, 2 * exps.astype(np.int64))
+    got = np.empty(exps.size)
+    compiled_rows._finish_squares(exps, head, tail, got)
+    assert got.tobytes() == want.tobytes()
+    compiled_rows._finish_squares(exps, head, tail, head)
+    assert head.tobytes() == want.tobytes()

@@ -13,9 +13,10 @@ ReduceSum and ReduceL2 kernels (:mod:`.sum_l2`): no memory walks of their own.
 * float64, both ops: the compiled partial state of :mod:`..states`, finished (double-double
   sums; SumSquare's squares scaled by a power of two and exact, so it overflows or underflows
   only where the true result does; LogSum's suspects recomputed as above), on two threads from
-  THREADED_BYTES on; below that, rows and columns of a C-contiguous input in one call. A
-  float64 sum rounded to float64 cannot vouch for a float64 log within 2 ulp, whatever the
-  bound.
+  THREADED_BYTES on. Rows and columns of a C-contiguous input take one compiled call (per
+  thread, two from ONE_CALL_THREADED_BYTES on) that finishes the state without its records
+  (the same bits). A float64 sum rounded
+  to float64 cannot vouch for a float64 log within 2 ulp, whatever the bound.
 
 Integers: the reference path (exact integer arithmetic).
 
@@ -38,11 +39,11 @@ from numba import njit
 
 from ...plan import ReductionPlan
 from .. import states
-from ..exact_log_sum import refine_log_sum
+from ..exact_log_sum import log_sum_suspects, refine_log_sum
 from ..exact_lse import SAFETY, U, float_format, tolerance_ulps
 from ..reference import kept_first
 from ._common import num_threads, storage_dtype, store
-from .state_rows import one_call_state
+from .state_rows import one_call_log_sums, one_call_sum_squares
 from .sum_l2 import bind_wide, reduce_wide
 
 if TYPE_CHECKING:
@@ -52,6 +53,9 @@ _F64 = np.dtype(np.float64)
 #: float64 inputs from this size on compute their partial states on two threads (below it the
 #: second half's launch costs more than it saves: docs/kernel-design.md, "ReduceSumSquare").
 THREADED_BYTES = 1 << 24
+#: The same for the one-call rows and columns (:func:`_one_call`), whose second thread pays
+#: off sooner (docs/kernel-design.md, "ReduceSumSquare and ReduceLogSum").
+ONE_CALL_THREADED_BYTES = 1 << 22
 
 
 def reduce_sum_square(data: np.ndarray, plan: ReductionPlan) -> np.ndarray | None:
@@ -132,40 +136,154 @@ def _float64_from_state(op: str, data: np.ndarray, plan: ReductionPlan) -> np.nd
     the outputs it cannot vouch for recomputed as a one-chunk dask reduction does."""
     if plan.noop or plan.reduced_size == 0 or not data.dtype.isnative:
         return None
-    state = _one_call_state(op, data, plan)
-    if state is None:
+    values = _one_call(op, data, plan)
+    if values is None:
         state = _partial_state(op, data, plan.axes)
-    values = np.ascontiguousarray(states.finish(op, state, data.dtype))
-    if states.refines(op, data.dtype):
-        n = plan.reduced_size
-        tree = states.chunks_tree(n, 1, n, states.SPLIT_EVERY)  # one chunk, as dask counts it
-        mask = states.suspects(op, state, values, data.dtype, tree)
-        if mask.any():
-            view, nkept = kept_first(data, plan)
-            refine_log_sum(view, nkept, values, mask)
+        values = np.ascontiguousarray(states.finish(op, state, data.dtype))
+        if states.refines(op, data.dtype):
+            _refine(data, plan, values, states.suspects(op, state, values, data.dtype,
+                                                        _one_chunk(plan)))
     return values.reshape(plan.output_shape)
 
 
-def _one_call_state(op: str, data: np.ndarray, plan: ReductionPlan) -> np.ndarray | None:
-    """:func:`_partial_state` without the general path's steps in Python
-    (:func:`.state_rows.one_call_state`: the same bits) for a C-contiguous array under
-    THREADED_BYTES whose reduced dims are all after its kept dims (rows) or all before them
-    (columns); None for other inputs, and where a slice holds inf or NaN."""
+def _one_chunk(plan: ReductionPlan) -> states.Tree:
+    """The merge tree of one chunk, as dask counts it."""
+    n = plan.reduced_size
+    return states.chunks_tree(n, 1, n, states.SPLIT_EVERY)
+
+
+def _refine(data: np.ndarray, plan: ReductionPlan, values: np.ndarray, mask: np.ndarray
+            ) -> None:
+    """The outputs ``mask`` flags recomputed exactly in ``values`` (flat)."""
+    if mask.any():
+        view, nkept = kept_first(data, plan)
+        refine_log_sum(view, nkept, values, mask)
+
+
+def _one_call(op: str, data: np.ndarray, plan: ReductionPlan) -> np.ndarray | None:
+    """:func:`_float64_from_state`'s values with the same bits, without the general path's
+    state records and steps in Python, for a C-contiguous array whose reduced dims are all
+    after its kept dims (rows) or all before them (columns), its outputs in two halves on two
+    threads from ONE_CALL_THREADED_BYTES on; None for other inputs, and where a slice holds
+    inf or NaN."""
     walk = _row_walk(data, plan)
     if walk is None:
         return None
-    state = np.empty(walk[0], states.state_dtype(op, _F64))  # flat: finished into any shape
-    return state if one_call_state(op, (data.reshape(-1), *walk), state) else None
+    walk = (data.reshape(-1), *walk)
+    tree = _one_chunk(plan)
+    if data.nbytes < ONE_CALL_THREADED_BYTES or walk[1] < 2 or num_threads() < 2:
+        found = _values(op, walk, tree)
+    else:
+        first, second = _in_two_threads(_values, [(op, half, tree) for half in _halves(walk)])
+        found = None if first is None or second is None else (
+            np.concatenate([first[0], second[0]]), np.concatenate([first[1], second[1]]))
+    if found is None:
+        return None
+    values, mask = found
+    _refine(data, plan, values, mask)
+    return values
+
+
+def _values(op: str, walk: tuple, tree: states.Tree) -> tuple[np.ndarray, np.ndarray] | None:
+    """(values, suspects) of float64 ``op`` over the rows ``walk``
+    (:func:`.state_rows.one_call_sum_squares`, :func:`.state_rows.one_call_log_sums`)."""
+    if op == "ReduceSumSquare":
+        values = one_call_sum_squares(walk)
+        return None if values is None else (values, np.zeros(values.size, np.bool_))
+    sums = one_call_log_sums(walk, states.state_dtype(op, _F64)["sum"])
+    if sums is None:
+        return None
+    with np.errstate(invalid="ignore", divide="ignore"):
+        values = np.log(sums[0]).astype(_F64)  # the state's finish: one rounding
+    return values, _log_sum_suspects(sums, values, tree)
+
+
+def _halves(walk: tuple) -> tuple[tuple, tuple]:
+    """The rows ``walk`` (:mod:`.state_rows`' form) as two walks of half its outputs each."""
+    base, m, n, rs, cs = walk
+    first = (m + 1) // 2
+    return (base, first, n, rs, cs), (base[first * rs:], m - first, n, rs, cs)
+
+
+def _in_two_threads(function, calls) -> list:
+    """``function(*args)`` for each of the two ``calls``, the second on a thread of its own
+    (the compiled kernels and numpy's loops release the GIL); an exception in either is
+    raised here."""
+    first, second = calls
+    result: list = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(function(*second))
+        except BaseException as exc:  # re-raised on the calling thread
+            failure.append(exc)
+
+    worker = threading.Thread(target=run, name="onnx-reduce-state", daemon=True)
+    worker.start()
+    try:
+        head = function(*first)
+    finally:
+        worker.join()
+    if failure:
+        raise failure[0]
+    return [head, result[0]]
+
+
+def _log_sum_suspects(sums: tuple[np.ndarray, ...], values: np.ndarray, tree: states.Tree
+                      ) -> np.ndarray:
+    """:func:`..states.suspects` of float64 ReduceLogSum's ``values`` from its state ``sums``
+    (:func:`.state_rows.one_call_log_sums`): the outputs that :func:`_clear_logs` cannot
+    clear by a wide margin get the state path's test itself."""
+    total, magnitude, float_total, float_magnitude = sums
+    gamma, v = states.log_sum_bound(_F64, tree)
+    clear = np.empty(values.size, np.bool_)
+    _clear_logs(float_total, float_magnitude, values, gamma, v,
+                tolerance_ulps(_F64) - 0.5, clear)
+    mask = np.zeros(values.size, np.bool_)
+    rest = np.flatnonzero(~clear)
+    if rest.size:
+        sums = np.stack([total[rest], magnitude[rest]], axis=-1)
+        mask[rest] = log_sum_suspects(sums, values[rest], _F64, tree.n, (gamma, v))
+    return mask
+
+
+#: Relative margin by which :func:`_clear_logs` clears a bound: far above the float64
+#: rounding of its own test against the accumulator's.
+_MARGIN = 2.0**-30
+
+
+@njit(cache=True, nogil=True, error_model="numpy")  # x / 0 is inf or NaN, as in numpy
+def _clear_logs(total, magnitude, values, gamma, v, room_ulps, clear):  # pragma: no cover
+    """``clear`` where :func:`..exact_log_sum.log_sum_suspects` certainly passes an output:
+    its sum ``total`` positive and above 4 times a normal bound ``E = gamma * magnitude``,
+    and ``E / (S - E) + 2 v |r|`` below ``room_ulps`` of the spacing below ``|r|`` (normal:
+    from ``r``'s exponent bits, a vector loop) by the relative margin _MARGIN. The same test
+    in float64 instead of the accumulator: the margin covers the difference."""
+    bits = values.view(np.int64)
+    spacing = np.empty(values.size)
+    spacing_bits = spacing.view(np.int64)
+    for i in range(total.size):
+        field = (bits[i] >> 52) & 0x7FF
+        biased = field - 52 - ((bits[i] & _FRACTION) == 0)  # of the spacing below |r|
+        spacing_bits[i] = max(biased, 1) << 52
+        s, error = total[i], gamma * magnitude[i]
+        bound = (error / (s - error) + 2.0 * v * abs(values[i])) * (1.0 + _MARGIN)
+        clear[i] = (error >= 2.0**-1000 and s >= 4.0 * error and s < math.inf
+                    and biased >= 1 and field < 0x7FF
+                    and bound < room_ulps * spacing[i] * (1.0 - _MARGIN))
+
+
+#: The fraction bits of a float64.
+_FRACTION = (1 << 52) - 1
 
 
 def _row_walk(data: np.ndarray, plan: ReductionPlan) -> tuple[int, int, int, int] | None:
     """``(m, n, rs, cs)``: ``data``'s ``m`` outputs of ``n`` terms ``i*rs + j*cs`` apart (the
-    walk of :mod:`.state_rows` after its base) when it is a C-contiguous ndarray under
-    THREADED_BYTES whose reduced dims are all after its kept dims or all before them; None
-    otherwise."""
+    walk of :mod:`.state_rows` after its base) when it is a C-contiguous ndarray whose
+    reduced dims are all after its kept dims or all before them; None otherwise."""
     flags = data.flags
-    if (type(data) is not np.ndarray or not flags.c_contiguous or not flags.aligned
-            or data.nbytes >= THREADED_BYTES):
+    if type(data) is not np.ndarray or not flags.c_contiguous or not flags.aligned:
         return None
     dims = [a in plan.axes for a, size in enumerate(data.shape) if size > 1]
     n = plan.reduced_size
@@ -185,25 +303,9 @@ def _partial_state(op: str, data: np.ndarray, axes: tuple[int, ...]) -> np.ndarr
     if data.nbytes < THREADED_BYTES or not kept or num_threads() < 2:
         return states.partial(op, data, axes)
     axis = kept[0]
-    first, second = np.array_split(data, 2, axis=axis)
-    result: list[np.ndarray] = []
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            result.append(states.partial(op, second, axes))
-        except BaseException as exc:  # re-raised on the calling thread
-            failure.append(exc)
-
-    worker = threading.Thread(target=run, name="onnx-reduce-state", daemon=True)
-    worker.start()
-    try:
-        head = states.partial(op, first, axes)
-    finally:
-        worker.join()
-    if failure:
-        raise failure[0]
-    return np.concatenate([head, result[0]], axis=axis)
+    halves = np.array_split(data, 2, axis=axis)
+    return np.concatenate(_in_two_threads(states.partial, [(op, half, axes) for half in halves]),
+                          axis=axis)
 
 
 def _logs(data: np.ndarray, plan: ReductionPlan, total: np.ndarray, norm: np.ndarray

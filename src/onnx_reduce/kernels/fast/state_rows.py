@@ -8,8 +8,9 @@ row (two for LogSumExp and L2's float64 scale: the peak first), at least as prec
 * Sum, L2, SumSquare of float16/bfloat16/float32: float64 sums of the widened terms (squares
   exact in float64), vectorized: within ``n 2**-53`` of the sum of magnitudes in any order;
 * float64 Sum, L2, SumSquare, and LogSum and LogSumExp of every float dtype: double-double
-  sums (TwoSum in LANES lanes, ~``n 2**-106`` relative to the sum of magnitudes), rounded once
-  into the state; L2 and SumSquare square their power-of-two scaled terms exactly (Dekker);
+  sums (TwoSum in LANES lanes, ~``n 2**-106`` relative to the sum of magnitudes; rows of at
+  most TILED terms TILE at a time, side by side, each row's lanes in a vector lane), rounded
+  once into the state; L2 and SumSquare square their power-of-two scaled terms exactly (Dekker);
   LogSumExp's terms carry the shift exactly and take the half-ulp :func:`._exp.exp_nonpos`
   (1.28 u relative: the fast kernels' terms, which :func:`..states.log_sum_exp_limit`
   accounts for).
@@ -36,6 +37,12 @@ from ._exp import exp_nonpos
 
 #: Terms per lane group of the row-wise double-double sums.
 LANES = 32
+#: Rows whose states :func:`_short_square_values` keeps at a time.
+STRETCH = 4096
+#: Rows side by side in the sums of rows of at most TILED terms (24 KiB of terms at most, in
+#: L1); longer rows vectorize along themselves, in LANES lanes, faster from ~48 terms on.
+TILE = 64
+TILED = 48
 _SPLITTER = 134217729.0  # 2**27 + 1: Dekker's split of a float64 into two 26-bit halves
 #: Below this exponent a row's 2**-exp does not fit a normal float64 (scaled in two steps).
 _LOW_EXP = -1000
@@ -140,29 +147,61 @@ def _lse_tails(base, m, n, rs, cs, peak, head, tail, ties):  # pragma: no cover 
 def _peaks(base, m, n, rs, cs, magnitude, peak):  # pragma: no cover - compiled
     """The maximum of each row ``i < m`` of terms ``base[i*rs + j*cs]`` (of their magnitudes
     where ``magnitude``), NaN where one is NaN."""
+    if cs == 1 and n < 4 * LANES:
+        _short_peaks(base, m, n, rs, magnitude, peak)
+        return
+    if cs == 1:
+        _row_peaks(base, m, n, rs, magnitude, peak)
+        return
     nans = np.zeros(m)
     peak[:] = -np.inf
-    if cs == 1:
+    for j in range(n):
+        col = base[j * cs:j * cs + m]
         for i in range(m):
-            row = base[i * rs:i * rs + n]
-            top = -np.inf
-            nan = 0.0
-            for j in range(n):
-                v = abs(widen(row[j])) if magnitude else widen(row[j])
-                nan += 1.0 if v != v else 0.0
-                top = v if v > top else top
-            peak[i] = top
-            nans[i] = nan
-    else:
-        for j in range(n):
-            col = base[j * cs:j * cs + m]
-            for i in range(m):
-                v = abs(widen(col[i])) if magnitude else widen(col[i])
-                nans[i] += 1.0 if v != v else 0.0
-                peak[i] = v if v > peak[i] else peak[i]
+            v = abs(widen(col[i])) if magnitude else widen(col[i])
+            nans[i] += 1.0 if v != v else 0.0
+            peak[i] = v if v > peak[i] else peak[i]
     for i in range(m):
         if nans[i]:
             peak[i] = np.nan
+
+
+@njit(cache=True, nogil=True)
+def _row_peaks(base, m, n, rs, magnitude, peak):  # pragma: no cover - compiled
+    """:func:`_peaks` of rows (``cs == 1``) of 4 LANES terms or more, in LANES lanes (a
+    maximum is exact in any order; a single running maximum stays scalar without ``nnan``);
+    a function of its own, as :func:`_lane_rows`."""
+    tops = np.empty(LANES)
+    nans = np.empty(LANES)
+    for i in range(m):
+        row = base[i * rs:i * rs + n]
+        tops[:] = -np.inf
+        nans[:] = 0.0
+        full = n - n % LANES
+        for j0 in range(0, full, LANES):
+            for k in range(LANES):
+                v = abs(widen(row[j0 + k])) if magnitude else widen(row[j0 + k])
+                nans[k] += 1.0 if v != v else 0.0
+                tops[k] = v if v > tops[k] else tops[k]
+        for k in range(n - full):
+            v = abs(widen(row[full + k])) if magnitude else widen(row[full + k])
+            nans[k] += 1.0 if v != v else 0.0
+            tops[k] = v if v > tops[k] else tops[k]
+        peak[i] = np.nan if nans.sum() else tops.max()
+
+
+@njit(cache=True, nogil=True)
+def _short_peaks(base, m, n, rs, magnitude, peak):  # pragma: no cover - compiled
+    """:func:`_peaks` of rows (``cs == 1``) one pass each: for short rows the lanes' setup
+    and totals cost more than they save."""
+    for i in range(m):
+        row = base[i * rs:i * rs + n]
+        top, nan = -np.inf, 0.0
+        for j in range(n):
+            v = abs(widen(row[j])) if magnitude else widen(row[j])
+            nan += 1.0 if v != v else 0.0
+            top = v if v > top else top
+        peak[i] = np.nan if nan else top
 
 
 # ----------------------------------------------------------------------------- float64
@@ -201,37 +240,30 @@ def _term(v, scale, rescale, squares):  # pragma: no cover - compiled
     return p, ((hi * hi - p) + 2.0 * hi * lo) + lo * lo
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _short_total(row, magnitude, scale, rescale, squares):  # pragma: no cover - compiled
-    """:func:`_dd_sums`'s (head, tail) of a row of at most LANES terms, without the lanes:
-    each term in a lane of its own, the empty lanes' zeros added once (a second changes
-    nothing), in the lanes' order: the same bits, without zeroing and totalling LANES lanes
-    per row (most of a short row's time)."""
-    s, t = 0.0, 0.0
-    for k in range(row.size):
-        v = widen(row[k])
-        h, e = _term(abs(v) if magnitude else v, scale, rescale, squares)
-        lane, err = two_sum(0.0, h)
-        low = 0.0 + (err + e)
-        s, err = two_sum(s, lane)
-        t += err + low
-    if row.size < LANES:
-        s, err = two_sum(s, 0.0)
-        t += err + 0.0
-    return two_sum(s, t)
-
-
 @njit(cache=True, nogil=True)
 def _dd_sums(base, m, n, rs, cs, squares, magnitude, scale, rescale, head,
              tail):  # pragma: no cover - compiled
     """Double-double sums over rows ``i < m`` of ``n`` terms ``base[i*rs + j*cs]``: the
     terms, their magnitudes too (``magnitude``: into ``head[m:]``, ``tail[m:]``), or their
-    exact squares after scaling by ``scale[i] * rescale[i]`` (``squares``). ``head``
-    is a plain float64 sum of the terms' high parts, so not finite when one of them is not
-    or a partial sum overflows (the caller redoes those rows)."""
+    exact squares after scaling by ``scale[i] * rescale[i]`` (``squares``). Each row in
+    LANES lanes (term ``j`` into lane ``j % LANES`` by TwoSum), the lanes totalled in order.
+    ``head`` is a plain float64 sum of the terms' high parts, so not finite when one of them
+    is not or a partial sum overflows (the caller redoes those rows)."""
     if cs != 1:
         _dd_columns(base, m, n, cs, squares, magnitude, scale, rescale, head, tail)
         return
+    if n <= TILED:
+        _tiled_rows(base, m, n, rs, squares, magnitude, scale, rescale, head, tail)
+    else:
+        _lane_rows(base, m, n, rs, squares, magnitude, scale, rescale, head, tail)
+
+
+@njit(cache=True, nogil=True)
+def _lane_rows(base, m, n, rs, squares, magnitude, scale, rescale, head,
+               tail):  # pragma: no cover - compiled
+    """:func:`_dd_sums` of rows of more than TILED terms, one row at a time, its LANES lanes
+    a vector loop (a function of its own: inside one function with the other walks, LLVM
+    compiles this loop 5x slower; docs/kernel-design.md)."""
     hi = np.zeros(LANES)
     lo = np.zeros(LANES)
     for part in range(2 if magnitude else 1):
@@ -240,9 +272,6 @@ def _dd_sums(base, m, n, rs, cs, squares, magnitude, scale, rescale, head,
             lo[:] = 0.0
             f, g = scale[i], rescale[i]
             row = base[i * rs:i * rs + n]
-            if n <= LANES:
-                head[part * m + i], tail[part * m + i] = _short_total(row, part, f, g, squares)
-                continue
             full = n - n % LANES
             for j0 in range(0, full, LANES):  # LANES independent chains: they vectorize
                 for k in range(LANES):
@@ -254,6 +283,76 @@ def _dd_sums(base, m, n, rs, cs, squares, magnitude, scale, rescale, head,
                 h, e = _term(abs(v) if part else v, f, g, squares)
                 _accumulate(hi, lo, k, h, e)
             head[part * m + i], tail[part * m + i] = _lanes_total(hi, lo)
+
+
+@njit(cache=True, nogil=True)
+def _tiled_rows(base, m, n, rs, squares, magnitude, scale, rescale, head,
+                tail):  # pragma: no cover - compiled
+    """:func:`_dd_sums` of rows of at most TILED terms, TILE rows side by side
+    (:func:`_tile`): each row's lanes in a vector lane of their own, so that short rows
+    vectorize across rows instead of within one."""
+    buf = np.empty(n * TILE)
+    s, t, hi, lo = np.empty(TILE), np.empty(TILE), np.empty(TILE), np.empty(TILE)
+    for i0 in range(0, m, TILE):
+        b = min(TILE, m - i0)
+        _tile(base, i0, b, n, rs, buf)
+        for part in range(2 if magnitude else 1):
+            _tile_lanes(buf, b, n, part, squares, scale[i0:i0 + b], rescale[i0:i0 + b],
+                        s, t, hi, lo)
+            _tile_totals(b, n, s, t, head[part * m + i0:], tail[part * m + i0:])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _tile(base, i0, b, n, rs, buf):  # pragma: no cover - compiled
+    """Rows ``i0 <= i < i0 + b`` of ``n`` terms ``base[i*rs + k]``, widened, into ``buf``
+    transposed (term ``k`` of row ``i0 + i`` at ``buf[k*TILE + i]``): the rows' chains
+    then run side by side from adjacent memory, as vectors."""
+    for i in range(b):
+        row = base[(i0 + i) * rs:(i0 + i) * rs + n]
+        for k in range(n):
+            buf[k * TILE + i] = widen(row[k])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _tile_lanes(buf, b, n, part, squares, scale, rescale, s, t, hi, lo):  # pragma: no cover
+    """The ``b`` rows of a tile (of their magnitudes where ``part``) as :func:`_dd_sums`
+    adds them: lane ``k`` (``hi``, ``lo``) gains terms ``k, k + LANES, ...``, then joins the
+    lanes' running total ``s``, ``t`` (:func:`_lanes_total`'s steps): the same operations
+    per row in the same order, so the same bits. A lane of one term joins directly."""
+    s[:b] = 0.0
+    t[:b] = 0.0
+    for k in range(min(n, LANES)):
+        if n > LANES:
+            hi[:b] = 0.0
+            lo[:b] = 0.0
+            for j in range(k, n, LANES):
+                col = buf[j * TILE:j * TILE + b]
+                for i in range(b):
+                    v = col[i]
+                    h, e = _term(abs(v) if part else v, scale[i], rescale[i], squares)
+                    _accumulate(hi, lo, i, h, e)
+            for i in range(b):
+                _accumulate(s, t, i, hi[i], lo[i])
+            continue
+        col = buf[k * TILE:k * TILE + b]
+        for i in range(b):
+            v = col[i]
+            h, e = _term(abs(v) if part else v, scale[i], rescale[i], squares)
+            lane, err = two_sum(0.0, h)
+            _accumulate(s, t, i, lane, 0.0 + (err + e))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _tile_totals(b, n, s, t, head, tail):  # pragma: no cover - compiled
+    """The (head, tail) of a tile's ``b`` lane totals ``s``, ``t`` (:func:`_lanes_total`'s
+    last steps): the empty lanes of rows shorter than LANES join once (a second changes
+    nothing)."""
+    for i in range(b):
+        si, ti = s[i], t[i]
+        if n < LANES:
+            si, err = two_sum(si, 0.0)
+            ti += err + 0.0
+        head[i], tail[i] = two_sum(si, ti)
 
 
 @njit(cache=True, nogil=True)
@@ -280,20 +379,40 @@ def _dd_columns(base, m, n, cs, squares, magnitude, scale, rescale, head, tail):
 def _scales(peak, exps, scale, rescale):  # pragma: no cover - compiled
     """From each row's largest magnitude ``peak`` (finite): its binary exponent ``e``
     (``frexp``; ZERO_SCALE for a row of zeros) and two factors whose product is 2**-e (the
-    second 1 unless 2**-e overflows), which bring every term into (-1, 1) exactly."""
+    second 1 unless 2**-e overflows), which bring every term into (-1, 1) exactly. Peaks
+    whose 2**-e is normal take both from the exponent bits, in a vector loop; the rest (zero,
+    below 2**_LOW_EXP, from 2**1022 on) by ``frexp`` and ``ldexp``."""
+    bits = peak.view(np.int64)
+    scale_bits = scale.view(np.int64)
+    others = 0
     for i in range(peak.size):
-        scale[i] = 1.0
+        field = (bits[i] >> 52) & 0x7FF  # e + 1022 for a normal peak
+        exps[i] = field - 1022
+        scale_bits[i] = (2045 - field) << 52  # 2**-e, when normal
         rescale[i] = 1.0
-        if peak[i] == 0.0:
-            exps[i] = ZERO_SCALE
-            continue
-        _, e = math.frexp(peak[i])
-        exps[i] = e
-        if e > _LOW_EXP:
-            scale[i] = math.ldexp(1.0, -e)
-        else:
-            scale[i] = math.ldexp(1.0, 600)
-            rescale[i] = math.ldexp(1.0, -e - 600)
+        others += not _LOW_EXP + 1022 < field < 2045
+    if others:
+        for i in range(peak.size):
+            field = (bits[i] >> 52) & 0x7FF
+            if not _LOW_EXP + 1022 < field < 2045:
+                _scale(peak[i], exps, scale, rescale, i)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _scale(peak, exps, scale, rescale, i):  # pragma: no cover - compiled
+    """:func:`_scales` of row ``i`` by ``frexp`` and ``ldexp``."""
+    scale[i] = 1.0
+    rescale[i] = 1.0
+    if peak == 0.0:
+        exps[i] = ZERO_SCALE
+        return
+    _, e = math.frexp(peak)
+    exps[i] = e
+    if e > _LOW_EXP:
+        scale[i] = math.ldexp(1.0, -e)
+    else:
+        scale[i] = math.ldexp(1.0, 600)
+        rescale[i] = math.ldexp(1.0, -e - 600)
 
 
 @njit(cache=True, nogil=True)
@@ -302,6 +421,8 @@ def _scaled_square_sums(base, m, n, rs, cs, exps, head, tail, bad):  # pragma: n
     terms ``base[i*rs + j*cs]``, each row scaled by ``2**-exps[i]`` (:func:`_scales`) first;
     ``bad`` marks the rows whose largest magnitude is not finite (their sums are of no use).
     Returns how many there are."""
+    if cs == 1 and n <= TILED:
+        return _short_squares(base, m, n, rs, exps, head, tail, bad)
     peak = np.empty(m)
     _peaks(base, m, n, rs, cs, True, peak)
     nbad = 0
@@ -314,6 +435,44 @@ def _scaled_square_sums(base, m, n, rs, cs, exps, head, tail, bad):  # pragma: n
     rescale = np.empty(m)
     _scales(peak, exps, scale, rescale)
     _dd_sums(base, m, n, rs, cs, True, False, scale, rescale, head, tail)
+    return nbad
+
+
+@njit(cache=True, nogil=True)
+def _short_squares(base, m, n, rs, exps, head, tail, bad):  # pragma: no cover - compiled
+    """:func:`_scaled_square_sums` of rows of at most TILED terms, TILE rows side by side:
+    each tile's peaks, scales and lanes from one transposed copy (:func:`_tile`)."""
+    buf = np.empty(n * TILE)
+    s, t, hi, lo = np.empty(TILE), np.empty(TILE), np.empty(TILE), np.empty(TILE)
+    peak, scale, rescale = np.empty(TILE), np.empty(TILE), np.empty(TILE)
+    nbad = 0
+    for i0 in range(0, m, TILE):
+        b = min(TILE, m - i0)
+        _tile(base, i0, b, n, rs, buf)
+        nbad += _tile_peaks(buf, b, n, peak, bad[i0:i0 + b])
+        _scales(peak[:b], exps[i0:i0 + b], scale[:b], rescale[:b])
+        _tile_lanes(buf, b, n, 0, True, scale, rescale, s, t, hi, lo)
+        _tile_totals(b, n, s, t, head[i0:], tail[i0:])
+    return nbad
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _tile_peaks(buf, b, n, peak, bad):  # pragma: no cover - compiled
+    """The largest magnitude of each of a tile's ``b`` rows into ``peak``, 1 where it is not
+    finite or the row holds NaN (``bad``: redone by the numpy rows); how many are bad."""
+    peak[:b] = -math.inf
+    nans = np.zeros(b)
+    for k in range(n):
+        col = buf[k * TILE:k * TILE + b]
+        for i in range(b):
+            v = abs(col[i])
+            nans[i] += 1.0 if v != v else 0.0
+            peak[i] = v if v > peak[i] else peak[i]
+    nbad = 0
+    for i in range(b):
+        bad[i] = nans[i] > 0.0 or not math.isfinite(peak[i])
+        peak[i] = 1.0 if bad[i] else peak[i]
+        nbad += bad[i]
     return nbad
 
 
@@ -370,23 +529,71 @@ def _walk(block: np.ndarray) -> tuple[np.ndarray, int, int, int, int]:
     return found
 
 
-def one_call_state(op: str, walk: tuple[np.ndarray, int, int, int, int],
-                   state: np.ndarray) -> bool:
-    """Fill the flat float64 ReduceSumSquare or ReduceLogSum ``state`` of the rows ``walk``
-    (:func:`_layout`'s form) as the rows functions do, without their steps in Python (for
-    small arrays, whose Python steps cost many times their arithmetic): the same bits. False,
-    ``state`` unfilled, where they would hand a row to the numpy rows (inf or NaN in it)."""
-    if op == "ReduceSumSquare":
-        exps, head, tail, bad = _scaled_squares(walk)
-        if bad.any():
-            return False
-        _store_sum_square(state, exps, head, tail)
-        return True
+def one_call_sum_squares(walk: tuple[np.ndarray, int, int, int, int]) -> np.ndarray | None:
+    """float64 ReduceSumSquare of the rows ``walk`` (:func:`_layout`'s form): the state the
+    rows functions fill, finished as :func:`..states.finish` does, the same bits, without the
+    state records or the steps in Python (for small arrays, whose Python steps cost many times
+    their arithmetic). None where they would hand a row to the numpy rows (inf or NaN in it)."""
+    base, m, n, rs, cs = walk
+    if cs == 1 and n <= TILED:
+        out = np.empty(m)
+        return None if _short_square_values(base, m, n, rs, out) else out
+    exps, head, tail, bad = _scaled_squares(walk)
+    if bad.any():
+        return None
+    _finish_squares(exps, head, tail, head)
+    return head
+
+
+def one_call_log_sums(walk: tuple[np.ndarray, int, int, int, int], acc: np.dtype
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """float64 ReduceLogSum's state of the rows ``walk``: its sums and sums of magnitudes as
+    flat arrays of the state's accumulator ``acc``, then both within 2**-52 (float64); as
+    :func:`one_call_sum_squares`, None where a row holds inf or NaN."""
     head, tail, bad = _sums_and_magnitudes(walk)
     if bad.any():
-        return False
-    _store_log_sum(state, head, tail)
-    return True
+        return None
+    total = _total(head, tail, acc)
+    m = bad.size
+    return total[:m], total[m:], head[:m], head[m:]
+
+
+@njit(cache=True, nogil=True)
+def _short_square_values(base, m, n, rs, out):  # pragma: no cover - compiled
+    """:func:`one_call_sum_squares` of rows of at most TILED terms into ``out``, STRETCH rows
+    at a time: their states stay in cache instead of arrays of ``m`` to fault in (at 400 K
+    rows those cost as much as the arithmetic). Returns how many rows hold inf or NaN (then
+    ``out`` is of no use)."""
+    exps, head = np.empty(STRETCH, np.int32), np.empty(STRETCH)
+    tail, bad = np.empty(STRETCH), np.empty(STRETCH, np.bool_)
+    for i0 in range(0, m, STRETCH):
+        b = min(STRETCH, m - i0)
+        if _short_squares(base[i0 * rs:], b, n, rs, exps, head, tail, bad):
+            return 1
+        _finish_squares(exps[:b], head, tail, out[i0:i0 + b])
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def _finish_squares(exps, head, tail, out):  # pragma: no cover - compiled
+    """``out = ldexp(head + tail, 2 exps)`` (:func:`..states.finish` of finite sums; ``out``
+    may be ``head``): a product by the normal 2**(2 exp), correctly rounded as ``ldexp`` is,
+    in a vector loop (the power built in ``out`` itself: no scratch array to fault in);
+    ``ldexp`` itself where that power is not normal."""
+    out_bits = out.view(np.int64)
+    others = 0
+    for i in range(exps.size):
+        k = 2 * np.int64(exps[i])
+        inside = -1022 <= k <= 1023
+        value = head[i] + tail[i]
+        out_bits[i] = ((k if inside else 0) + 1023) << 52
+        out[i] = value * out[i]  # value itself outside
+        others += not inside
+    if others:
+        for i in range(exps.size):
+            k = 2 * np.int64(exps[i])
+            if not -1022 <= k <= 1023:
+                out[i] = math.ldexp(out[i], k)
 
 
 def _redo(block: np.ndarray, state: np.ndarray, bad: np.ndarray, numpy_rows: Callable) -> None:
@@ -399,10 +606,9 @@ def _redo(block: np.ndarray, state: np.ndarray, bad: np.ndarray, numpy_rows: Cal
 
 
 def _total(head: np.ndarray, tail: np.ndarray, acc: np.dtype) -> np.ndarray:
-    """Double-double sums rounded once into the state's accumulator."""
-    if acc == np.float64:
-        return head + tail
-    return head.astype(acc) + tail.astype(acc)
+    """Double-double sums rounded once into the state's accumulator (the float64 parts
+    widened exactly in numpy's buffers, not in two wide copies)."""
+    return np.add(head, tail, dtype=acc)
 
 
 def _sum(block, state, numpy_rows) -> None:
