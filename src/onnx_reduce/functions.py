@@ -163,8 +163,9 @@ def _call_key(
     op: str, data: np.ndarray, axes: Axes, keepdims: bool, noop: bool, opset: int | None
 ) -> tuple | None:
     """The call as a cache key when its arguments are plain Python ints/bools (an axis of 1.0
-    or keepdims=1.0 must not hit the entry of 1) or its axes a small integer ndarray (an ONNX
-    axes input; keyed with its dtype and shape, which validation judges); else None."""
+    or keepdims=1.0 must not hit the entry of 1), its axes numpy integers (keyed with their
+    types) or a small integer ndarray (an ONNX axes input; keyed with its dtype and shape,
+    which validation judges); else None."""
     if type(keepdims) not in _PLAIN or type(noop) not in _PLAIN:
         return None
     if opset is not None and type(opset) is not int:
@@ -179,8 +180,25 @@ def _call_key(
         axes = tuple(axes)
         for axis in axes:
             if type(axis) is not int:
-                return None
+                axes = _numpy_axes(axes)
+                if axes is None:
+                    return None
+                break
     return op, data.dtype, data.shape, axes, keepdims, noop, opset
+
+
+def _numpy_axes(axes: tuple) -> tuple | None:
+    """``axes`` with its numpy integers (``np.int64(1)``, as numpy code computes them) keyed
+    with their types; None if one is neither that nor an int."""
+    key = []
+    for axis in axes:
+        if type(axis) is int:
+            key.append(axis)
+        elif isinstance(axis, np.integer):
+            key.append((type(axis), int(axis)))
+        else:
+            return None
+    return tuple(key)
 
 
 _PLAIN = (bool, int)

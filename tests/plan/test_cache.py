@@ -86,3 +86,18 @@ def test_axes_arrays_are_prepared_calls_keyed_by_their_values(monkeypatch) -> No
         with pytest.raises((ValueError, TypeError)):
             onnx_reduce.reduce_sum(x, bad)
     assert len(functions._PREPARED) == 4
+
+
+def test_numpy_integer_axes_are_prepared_calls_keyed_with_their_type(monkeypatch) -> None:
+    """Axes lists of numpy integers (as numpy code computes them) hit the prepared calls,
+    one entry per (type, value); numpy floats and bools still raise and are never kept."""
+    monkeypatch.setattr(functions, "_PREPARED", BoundedCache(64))
+    x = np.arange(24, dtype=np.float64).reshape(2, 3, 4)
+    for axes in ([np.int64(1)], [np.int64(1)], (np.int32(-1),), [1, np.uint8(0)]):
+        want = x.sum(tuple(int(a) for a in axes), keepdims=True)
+        np.testing.assert_array_equal(onnx_reduce.reduce_sum(x, axes), want)
+    assert len(functions._PREPARED) == 3
+    for bad in ([np.float64(1)], [np.bool_(True)], [np.int64(3)], [np.int64(1), 1]):
+        with pytest.raises((ValueError, TypeError)):
+            onnx_reduce.reduce_sum(x, bad)
+    assert len(functions._PREPARED) == 3
