@@ -251,6 +251,8 @@ def _log_sum_suspects(sums: tuple[np.ndarray, ...], values: np.ndarray, tree: st
 #: Relative margin by which :func:`_clear_logs` clears a bound: far above the float64
 #: rounding of its own test against the accumulator's.
 _MARGIN = 2.0**-30
+#: The fraction bits of a float64.
+_FRACTION = (1 << 52) - 1
 
 
 @njit(cache=True, nogil=True, error_model="numpy")  # x / 0 is inf or NaN, as in numpy
@@ -272,10 +274,6 @@ def _clear_logs(total, magnitude, values, gamma, v, room_ulps, clear):  # pragma
         clear[i] = (error >= 2.0**-1000 and s >= 4.0 * error and s < math.inf
                     and biased >= 1 and field < 0x7FF
                     and bound < room_ulps * spacing[i] * (1.0 - _MARGIN))
-
-
-#: The fraction bits of a float64.
-_FRACTION = (1 << 52) - 1
 
 
 def _row_walk(data: np.ndarray, plan: ReductionPlan) -> tuple[int, int, int, int] | None:

@@ -548,8 +548,9 @@ def one_call_sum_squares(walk: tuple[np.ndarray, int, int, int, int]) -> np.ndar
 def one_call_log_sums(walk: tuple[np.ndarray, int, int, int, int], acc: np.dtype
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """float64 ReduceLogSum's state of the rows ``walk``: its sums and sums of magnitudes as
-    flat arrays of the state's accumulator ``acc``, then both within 2**-52 (float64); as
-    :func:`one_call_sum_squares`, None where a row holds inf or NaN."""
+    flat arrays of the state's accumulator ``acc``, then the same two in float64 (their
+    double-doubles' heads); as :func:`one_call_sum_squares`, None where a row holds inf or
+    NaN."""
     head, tail, bad = _sums_and_magnitudes(walk)
     if bad.any():
         return None
@@ -562,16 +563,16 @@ def one_call_log_sums(walk: tuple[np.ndarray, int, int, int, int], acc: np.dtype
 def _short_square_values(base, m, n, rs, out):  # pragma: no cover - compiled
     """:func:`one_call_sum_squares` of rows of at most TILED terms into ``out``, STRETCH rows
     at a time: their states stay in cache instead of arrays of ``m`` to fault in (at 400 K
-    rows those cost as much as the arithmetic). Returns how many rows hold inf or NaN (then
+    rows those cost as much as the arithmetic). Returns whether a row holds inf or NaN (then
     ``out`` is of no use)."""
     exps, head = np.empty(STRETCH, np.int32), np.empty(STRETCH)
     tail, bad = np.empty(STRETCH), np.empty(STRETCH, np.bool_)
     for i0 in range(0, m, STRETCH):
         b = min(STRETCH, m - i0)
         if _short_squares(base[i0 * rs:], b, n, rs, exps, head, tail, bad):
-            return 1
+            return True
         _finish_squares(exps[:b], head, tail, out[i0:i0 + b])
-    return 0
+    return False
 
 
 @njit(cache=True, nogil=True)
