@@ -264,7 +264,7 @@ def test_an_error_on_the_second_thread_reaches_the_caller(data, patched, monkeyp
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize(("shape", "axes", "walk"), [
     ((8, 128), (1,), "rows"), ((70000,), (0,), "rows"), ((4, 1, 6, 5), (2, 3), "rows"),
-    ((9000, 3), (1,), "rows"), ((700, 32), (1,), "rows"),
+    ((9000, 3), (1,), "rows"), ((40000, 3), (1,), "rows"), ((700, 32), (1,), "rows"),
     ((300, 256), (0,), "columns"), ((6, 5, 1, 4), (0, 1), "columns"),
     ((16, 70, 64), (1,), None), ((40, 7, 300), (0, 2), None)], ids=str)
 def test_small_float64_states_take_one_call_with_the_general_bits(op, shape, axes, walk,

@@ -56,6 +56,8 @@ THREADED_BYTES = 1 << 24
 #: The same for the one-call rows and columns (:func:`_one_call`), whose second thread pays
 #: off sooner (docs/kernel-design.md, "ReduceSumSquare and ReduceLogSum").
 ONE_CALL_THREADED_BYTES = 1 << 22
+#: float64 ReduceLogSum outputs finished at a time (:func:`_logs_of_sums`).
+LOG_CHUNK = 1 << 14
 
 
 def reduce_sum_square(data: np.ndarray, plan: ReductionPlan) -> np.ndarray | None:
@@ -190,12 +192,28 @@ def _values(op: str, walk: tuple, tree: states.Tree) -> tuple[np.ndarray, np.nda
     if op == "ReduceSumSquare":
         values = one_call_sum_squares(walk)
         return None if values is None else (values, np.zeros(values.size, np.bool_))
-    sums = one_call_log_sums(walk, states.state_dtype(op, _F64)["sum"])
+    sums = one_call_log_sums(walk)
     if sums is None:
         return None
-    with np.errstate(invalid="ignore", divide="ignore"):
-        values = np.log(sums[0]).astype(_F64)  # the state's finish: one rounding
-    return values, _log_sum_suspects(sums, values, tree)
+    return _logs_of_sums(*sums, states.state_dtype(op, _F64)["sum"], tree)
+
+
+def _logs_of_sums(head: np.ndarray, tail: np.ndarray, acc: np.dtype, tree: states.Tree
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """(values, suspects) of float64 ReduceLogSum from its double-double sums and sums of
+    magnitudes (:func:`.state_rows.one_call_log_sums`): the state's finish (the log of the
+    sum rounded into ``acc``, rounded once to float64) and its suspects test, LOG_CHUNK
+    outputs at a time (their ``acc`` sums stay in cache, and no array of them is made)."""
+    m = head.size // 2
+    values, mask = np.empty(m), np.empty(m, np.bool_)
+    for a in range(0, m, LOG_CHUNK):
+        b = min(a + LOG_CHUNK, m)
+        total = np.add(head[a:b], tail[a:b], dtype=acc)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            values[a:b] = np.log(total)
+        mask[a:b] = _log_sum_suspects(total, head[a:b], head[m + a:m + b], tail[m + a:m + b],
+                                      values[a:b], tree)
+    return values, mask
 
 
 def _halves(walk: tuple) -> tuple[tuple, tuple]:
@@ -230,20 +248,21 @@ def _in_two_threads(function, calls) -> list:
     return [head, result[0]]
 
 
-def _log_sum_suspects(sums: tuple[np.ndarray, ...], values: np.ndarray, tree: states.Tree
+def _log_sum_suspects(total: np.ndarray, head: np.ndarray, magnitude_head: np.ndarray,
+                      magnitude_tail: np.ndarray, values: np.ndarray, tree: states.Tree
                       ) -> np.ndarray:
-    """:func:`..states.suspects` of float64 ReduceLogSum's ``values`` from its state ``sums``
-    (:func:`.state_rows.one_call_log_sums`): the outputs that :func:`_clear_logs` cannot
-    clear by a wide margin get the state path's test itself."""
-    total, magnitude, float_total, float_magnitude = sums
+    """:func:`..states.suspects` of float64 ReduceLogSum's ``values`` from its sums ``total``
+    (in the accumulator; ``head`` in float64) and the double-double sums of magnitudes: the
+    outputs that :func:`_clear_logs` cannot clear by a wide margin get the state path's test
+    itself."""
     gamma, v = states.log_sum_bound(_F64, tree)
     clear = np.empty(values.size, np.bool_)
-    _clear_logs(float_total, float_magnitude, values, gamma, v,
-                tolerance_ulps(_F64) - 0.5, clear)
+    _clear_logs(head, magnitude_head, values, gamma, v, tolerance_ulps(_F64) - 0.5, clear)
     mask = np.zeros(values.size, np.bool_)
     rest = np.flatnonzero(~clear)
     if rest.size:
-        sums = np.stack([total[rest], magnitude[rest]], axis=-1)
+        magnitude = np.add(magnitude_head[rest], magnitude_tail[rest], dtype=total.dtype)
+        sums = np.stack([total[rest], magnitude], axis=-1)
         mask[rest] = log_sum_suspects(sums, values[rest], _F64, tree.n, (gamma, v))
     return mask
 

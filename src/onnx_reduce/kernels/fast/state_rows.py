@@ -545,18 +545,14 @@ def one_call_sum_squares(walk: tuple[np.ndarray, int, int, int, int]) -> np.ndar
     return head
 
 
-def one_call_log_sums(walk: tuple[np.ndarray, int, int, int, int], acc: np.dtype
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """float64 ReduceLogSum's state of the rows ``walk``: its sums and sums of magnitudes as
-    flat arrays of the state's accumulator ``acc``, then the same two in float64 (their
-    double-doubles' heads); as :func:`one_call_sum_squares`, None where a row holds inf or
-    NaN."""
+def one_call_log_sums(walk: tuple[np.ndarray, int, int, int, int]
+                      ) -> tuple[np.ndarray, np.ndarray] | None:
+    """float64 ReduceLogSum's state of the rows ``walk`` before its rounding into the
+    accumulator: the double-double (head, tail) sums, then sums of magnitudes, of its ``m``
+    rows (``m`` of each, then ``m`` more); as :func:`one_call_sum_squares`, None where a row
+    holds inf or NaN."""
     head, tail, bad = _sums_and_magnitudes(walk)
-    if bad.any():
-        return None
-    total = _total(head, tail, acc)
-    m = bad.size
-    return total[:m], total[m:], head[:m], head[m:]
+    return None if bad.any() else (head, tail)
 
 
 @njit(cache=True, nogil=True)
