@@ -266,23 +266,28 @@ def test_an_error_on_the_second_thread_reaches_the_caller(data, patched, monkeyp
     ((8, 128), (1,), "rows"), ((70000,), (0,), "rows"), ((4, 1, 6, 5), (2, 3), "rows"),
     ((9000, 3), (1,), "rows"), ((40000, 3), (1,), "rows"), ((700, 32), (1,), "rows"),
     ((300, 256), (0,), "columns"), ((6, 5, 1, 4), (0, 1), "columns"),
-    ((16, 70, 64), (1,), None), ((40, 7, 300), (0, 2), None)], ids=str)
+    ((16, 70, 64), (1,), "copy"), ((40, 7, 300), (0, 2), "copy"), ((8, 8, 16), (1,), "copy"),
+    ((8, 8, 16), (0, 2), "copy"), ((3, 5, 7, 2), (0, 2), "copy"), ((2, 40000, 3), (1,), "copy"),
+    ((100, 2000, 2), (1,), "copy"),
+    ((64, 96, 96), (1,), None)], ids=str)
 def test_small_float64_states_take_one_call_with_the_general_bits(op, shape, axes, walk,
                                                                  monkeypatch) -> None:
-    """C-contiguous rows and columns: the values in one compiled call (the general states
-    path is not called), bit for bit what that path gives; other layouts take the general
-    path."""
+    """C-contiguous rows and columns, and small middle and split layouts (copied, kept axes
+    first): the values in one compiled call (the general states path is not called), bit for
+    bit what that path gives; larger layouts of neither kind take the general path."""
     data = _data(op, shape, np.dtype(np.float64), seed=7)
     plan = make_plan(Request(latest(op), axes, False, False), shape)
     found = derived._row_walk(data, plan)
-    assert (None if found is None else "rows" if found[3] == 1 else "columns") == walk
+    copied = found is None and derived._walk_of(data, plan) is not None
+    kind = "copy" if copied else None if found is None else "rows" if found[3] == 1 else "columns"
+    assert kind == walk
     if walk is not None:
         def general(*args):
             raise AssertionError("the general states path ran")
         monkeypatch.setattr(derived, "_partial_state", general)
     got = _fast(op, data, axes)
     monkeypatch.undo()
-    monkeypatch.setattr(derived, "_row_walk", lambda data, plan: None)
+    monkeypatch.setattr(derived, "_walk_of", lambda data, plan: None)
     np.testing.assert_array_equal(_bits(got), _bits(_fast(op, data, axes)))
     _assert_within(op, got, data, axes)
     monkeypatch.undo()

@@ -38,7 +38,7 @@ import numpy as np
 from numba import njit
 
 from ...plan import ReductionPlan
-from .. import states
+from .. import blocks, states
 from ..exact_log_sum import log_sum_suspects, refine_log_sum
 from ..exact_lse import SAFETY, U, float_format, tolerance_ulps
 from ..reference import kept_first
@@ -164,14 +164,12 @@ def _refine(data: np.ndarray, plan: ReductionPlan, values: np.ndarray, mask: np.
 
 def _one_call(op: str, data: np.ndarray, plan: ReductionPlan) -> np.ndarray | None:
     """:func:`_float64_from_state`'s values with the same bits, without the general path's
-    state records and steps in Python, for a C-contiguous array whose reduced dims are all
-    after its kept dims (rows) or all before them (columns), its outputs in two halves on two
-    threads from ONE_CALL_THREADED_BYTES on; None for other inputs, and where a slice holds
-    inf or NaN."""
-    walk = _row_walk(data, plan)
+    state records and steps in Python, for the inputs :func:`_walk_of` walks (C-contiguous),
+    its outputs in two halves on two threads from ONE_CALL_THREADED_BYTES on; None for other
+    inputs, and where a slice holds inf or NaN."""
+    walk = _walk_of(data, plan)
     if walk is None:
         return None
-    walk = (data.reshape(-1), *walk)
     tree = _one_chunk(plan)
     if data.nbytes < ONE_CALL_THREADED_BYTES or walk[1] < 2 or num_threads() < 2:
         found = _values(op, walk, tree)
@@ -293,6 +291,22 @@ def _clear_logs(total, magnitude, values, gamma, v, room_ulps, clear):  # pragma
         clear[i] = (error >= 2.0**-1000 and s >= 4.0 * error and s < math.inf
                     and biased >= 1 and field < 0x7FF
                     and bound < room_ulps * spacing[i] * (1.0 - _MARGIN))
+
+
+def _walk_of(data: np.ndarray, plan: ReductionPlan) -> tuple | None:
+    """The rows of ``data`` for :func:`_one_call` (:mod:`.state_rows`' walk): its own memory
+    by :func:`_row_walk`; or, for another C-contiguous layout under ONE_CALL_THREADED_BYTES
+    whose slices fit one block, a copy with the kept axes first, which is what the general
+    path's one block gives the rows functions (so the same bits); None otherwise."""
+    found = _row_walk(data, plan)
+    if found is not None:
+        return (data.reshape(-1), *found)
+    n = plan.reduced_size
+    if (type(data) is not np.ndarray or not data.flags.c_contiguous
+            or data.nbytes >= ONE_CALL_THREADED_BYTES or n > blocks.BLOCK_ELEMENTS):
+        return None
+    view, _ = kept_first(data, plan)
+    return (np.ascontiguousarray(view).reshape(-1), data.size // n, n, n, 1)
 
 
 def _row_walk(data: np.ndarray, plan: ReductionPlan) -> tuple[int, int, int, int] | None:
