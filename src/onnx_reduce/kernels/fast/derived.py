@@ -15,8 +15,8 @@ ReduceSum and ReduceL2 kernels (:mod:`.sum_l2`): no memory walks of their own.
   only where the true result does; LogSum's suspects recomputed as above), on two threads from
   THREADED_BYTES on. Rows and columns of a C-contiguous input take one compiled call (per
   thread, two from ONE_CALL_THREADED_BYTES on) that finishes the state without its records
-  (the same bits). A float64 sum rounded
-  to float64 cannot vouch for a float64 log within 2 ulp, whatever the bound.
+  (the same bits). A float64 sum rounded to float64 cannot vouch for a float64 log within
+  2 ulp, whatever the bound.
 
 Integers: the reference path (exact integer arithmetic).
 

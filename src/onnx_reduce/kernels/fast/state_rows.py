@@ -37,7 +37,7 @@ from ._exp import exp_nonpos
 
 #: Terms per lane group of the row-wise double-double sums.
 LANES = 32
-#: Rows whose states :func:`_short_square_values` keeps at a time.
+#: Outputs whose states :func:`_square_values` keeps at a time.
 STRETCH = 4096
 #: Rows side by side in the sums of rows of at most TILED terms (24 KiB of terms at most, in
 #: L1); longer rows vectorize along themselves, in LANES lanes, faster from ~48 terms on.
@@ -422,15 +422,10 @@ def _scaled_square_sums(base, m, n, rs, cs, exps, head, tail, bad):  # pragma: n
     ``bad`` marks the rows whose largest magnitude is not finite (their sums are of no use).
     Returns how many there are."""
     if cs == 1 and n <= TILED:
-        return _short_squares(base, m, n, rs, exps, head, tail, bad)
+        return _tiled_squares(base, m, n, rs, exps, head, tail, bad)
     peak = np.empty(m)
     _peaks(base, m, n, rs, cs, True, peak)
-    nbad = 0
-    for i in range(m):
-        bad[i] = not math.isfinite(peak[i])
-        if bad[i]:
-            peak[i] = 1.0  # redone by the numpy rows
-            nbad += 1
+    nbad = _set_aside(peak, bad, m)
     scale = np.empty(m)
     rescale = np.empty(m)
     _scales(peak, exps, scale, rescale)
@@ -439,7 +434,7 @@ def _scaled_square_sums(base, m, n, rs, cs, exps, head, tail, bad):  # pragma: n
 
 
 @njit(cache=True, nogil=True)
-def _short_squares(base, m, n, rs, exps, head, tail, bad):  # pragma: no cover - compiled
+def _tiled_squares(base, m, n, rs, exps, head, tail, bad):  # pragma: no cover - compiled
     """:func:`_scaled_square_sums` of rows of at most TILED terms, TILE rows side by side:
     each tile's peaks, scales and lanes from one transposed copy (:func:`_tile`)."""
     buf = np.empty(n * TILE)
@@ -458,8 +453,8 @@ def _short_squares(base, m, n, rs, exps, head, tail, bad):  # pragma: no cover -
 
 @njit(cache=True, nogil=True, inline="always")
 def _tile_peaks(buf, b, n, peak, bad):  # pragma: no cover - compiled
-    """The largest magnitude of each of a tile's ``b`` rows into ``peak``, 1 where it is not
-    finite or the row holds NaN (``bad``: redone by the numpy rows); how many are bad."""
+    """The largest magnitude of each of a tile's ``b`` rows into ``peak`` (NaN where the row
+    holds one), set aside as :func:`_set_aside` does; how many are bad."""
     peak[:b] = -math.inf
     nans = np.zeros(b)
     for k in range(n):
@@ -468,9 +463,18 @@ def _tile_peaks(buf, b, n, peak, bad):  # pragma: no cover - compiled
             v = abs(col[i])
             nans[i] += 1.0 if v != v else 0.0
             peak[i] = v if v > peak[i] else peak[i]
-    nbad = 0
     for i in range(b):
-        bad[i] = nans[i] > 0.0 or not math.isfinite(peak[i])
+        peak[i] = math.nan if nans[i] > 0.0 else peak[i]
+    return _set_aside(peak, bad, b)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _set_aside(peak, bad, m):  # pragma: no cover - compiled
+    """``bad`` where a row's largest magnitude ``peak[:m]`` is not finite (its sums are of no
+    use: the numpy rows redo it), its peak 1 meanwhile; how many there are."""
+    nbad = 0
+    for i in range(m):
+        bad[i] = not math.isfinite(peak[i])
         peak[i] = 1.0 if bad[i] else peak[i]
         nbad += bad[i]
     return nbad
@@ -534,15 +538,8 @@ def one_call_sum_squares(walk: tuple[np.ndarray, int, int, int, int]) -> np.ndar
     rows functions fill, finished as :func:`..states.finish` does, the same bits, without the
     state records or the steps in Python (for small arrays, whose Python steps cost many times
     their arithmetic). None where they would hand a row to the numpy rows (inf or NaN in it)."""
-    base, m, n, rs, cs = walk
-    if cs == 1 and n <= TILED:
-        out = np.empty(m)
-        return None if _short_square_values(base, m, n, rs, out) else out
-    exps, head, tail, bad = _scaled_squares(walk)
-    if bad.any():
-        return None
-    _finish_squares(exps, head, tail, head)
-    return head
+    out = np.empty(walk[1])
+    return None if _square_values(*walk, out) else out
 
 
 def one_call_log_sums(walk: tuple[np.ndarray, int, int, int, int]
@@ -556,16 +553,16 @@ def one_call_log_sums(walk: tuple[np.ndarray, int, int, int, int]
 
 
 @njit(cache=True, nogil=True)
-def _short_square_values(base, m, n, rs, out):  # pragma: no cover - compiled
-    """:func:`one_call_sum_squares` of rows of at most TILED terms into ``out``, STRETCH rows
-    at a time: their states stay in cache instead of arrays of ``m`` to fault in (at 400 K
-    rows those cost as much as the arithmetic). Returns whether a row holds inf or NaN (then
-    ``out`` is of no use)."""
+def _square_values(base, m, n, rs, cs, out):  # pragma: no cover - compiled
+    """:func:`one_call_sum_squares` into ``out``, STRETCH outputs at a time (each output's
+    sum is its own: the same bits in any stretch): their states stay in cache instead of
+    arrays of ``m`` to fault in (at 400 K rows those cost as much as the arithmetic).
+    Returns whether a row holds inf or NaN (then ``out`` is of no use)."""
     exps, head = np.empty(STRETCH, np.int32), np.empty(STRETCH)
     tail, bad = np.empty(STRETCH), np.empty(STRETCH, np.bool_)
     for i0 in range(0, m, STRETCH):
         b = min(STRETCH, m - i0)
-        if _short_squares(base[i0 * rs:], b, n, rs, exps, head, tail, bad):
+        if _scaled_square_sums(base[i0 * rs:], b, n, rs, cs, exps, head, tail, bad):
             return True
         _finish_squares(exps[:b], head, tail, out[i0:i0 + b])
     return False
