@@ -23,7 +23,7 @@ from onnx_reduce.spec import Request, latest, resolve
 from test_properties import with_layout
 
 pytest.importorskip("numba")
-from onnx_reduce.kernels.fast import derived, sum_l2
+from onnx_reduce.kernels.fast import derived, state_rows, sum_l2
 
 NARROW = [np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)]
 FLOATS = [*NARROW, np.dtype(np.float64)]
@@ -105,6 +105,32 @@ def test_sum_square_overflows_and_underflows_only_as_the_true_result(dtype, valu
     else:
         assert float(got[0]) == float(np.array(want, dtype))
     assert float(got[1]) == 25.0
+
+
+@pytest.mark.parametrize("columns", [False, True], ids=["rows", "columns"])
+def test_float64_sum_square_rescales_the_stretches_whose_squares_may_underflow(columns) -> None:
+    """float64 ReduceSumSquare's one call sums a stretch of outputs' squares unscaled, and again
+    scaled when a sum is so small that its squares may have rounded in the subnormal range:
+    a row of 1.4e-162 in the first stretch (squares of 0.4 subnormal units, 0 unscaled: a sum of
+    0 from a row that is not all zeros) and one of 3e-162 in the second (squares of 1.82 units,
+    2 unscaled: 20 units where the true sum is 18.2), beside rows of zeros (zero either way),
+    ordinary rows and (in the second) a row whose squares overflow, as its true sum does."""
+    rows = state_rows.STRETCH + 5
+    data = np.random.default_rng(3).standard_normal((rows, 10))
+    tiny, zero = [1, rows - 2], [2, rows - 1]
+    data[tiny] = [[1.4e-162], [3e-162]]
+    data[zero] = 0.0
+    data[rows - 4] = 1e155
+    if columns:
+        data = np.ascontiguousarray(data.T)
+    axes = (0,) if columns else (1,)
+    got = _fast("ReduceSumSquare", data, axes)
+    want = oracle.expected("ReduceSumSquare", data, axes, keepdims=False)
+    assert float(want[tiny[0]]) == 4 * 5e-324
+    assert float(want[tiny[1]]) == 18 * 5e-324
+    checked = [*tiny, *zero, rows - 4]
+    np.testing.assert_array_equal(got[checked], want[checked])
+    _assert_within("ReduceSumSquare", got, data, axes)
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)

@@ -10,7 +10,9 @@ row (two for LogSumExp and L2's float64 scale: the peak first), at least as prec
 * float64 Sum, L2, SumSquare, and LogSum and LogSumExp of every float dtype: double-double
   sums (TwoSum in LANES lanes, ~``n 2**-106`` relative to the sum of magnitudes; rows of at
   most TILED terms TILE at a time, side by side, each row's lanes in a vector lane), rounded
-  once into the state; L2 and SumSquare square their power-of-two scaled terms exactly (Dekker);
+  once into the state; L2 and SumSquare square their power-of-two scaled terms exactly (each
+  square's rounding error by a fused multiply-add); LogSum's sums of magnitudes are its sums
+  where no term is negative;
   LogSumExp's terms carry the shift exactly and take the half-ulp :func:`._exp.exp_nonpos`
   (1.28 u relative: the fast kernels' terms, which :func:`..states.log_sum_exp_limit`
   accounts for).
@@ -34,16 +36,18 @@ from ...spec.dtypes import is_float
 from ..states import ZERO_SCALE
 from ._common import REASSOC, storage_view, two_sum, widen
 from ._exp import exp_nonpos
+from ._lanes import fma
 
 #: Terms per lane group of the row-wise double-double sums.
 LANES = 32
 #: Outputs whose states :func:`_square_values` keeps at a time.
 STRETCH = 4096
+#: Terms :func:`_sums_with_magnitudes` looks at for a negative before their sums, at a time.
+MAGNITUDE_STRETCH = 1 << 15
 #: Rows side by side in the sums of rows of at most TILED terms (24 KiB of terms at most, in
 #: L1); longer rows vectorize along themselves, in LANES lanes, faster from ~48 terms on.
 TILE = 64
 TILED = 48
-_SPLITTER = 134217729.0  # 2**27 + 1: Dekker's split of a float64 into two 26-bit halves
 #: Below this exponent a row's 2**-exp does not fit a normal float64 (scaled in two steps).
 _LOW_EXP = -1000
 
@@ -229,15 +233,13 @@ def _lanes_total(hi, lo):  # pragma: no cover - compiled
 @njit(cache=True, nogil=True, inline="always")
 def _term(v, scale, rescale, squares):  # pragma: no cover - compiled
     """The (high, low) double-double of a term: ``v``, or ``(v*scale*rescale)**2`` exactly
-    (Dekker; scaling by powers of two upward, or to a normal result, is exact)."""
+    (the square's rounding error by a fused multiply-add; scaling by powers of two upward, or
+    to a normal result, is exact)."""
     if not squares:
         return v, 0.0
     v = (v * scale) * rescale
     p = v * v
-    t = _SPLITTER * v
-    hi = t - (t - v)
-    lo = v - hi
-    return p, ((hi * hi - p) + 2.0 * hi * lo) + lo * lo
+    return p, fma(v, v, -p)
 
 
 @njit(cache=True, nogil=True)
@@ -485,14 +487,43 @@ def _sums_with_magnitudes(base, m, n, rs, cs, head, tail, bad):  # pragma: no co
     """The double-double sums of rows ``i < m`` of ``n`` terms ``base[i*rs + j*cs]`` into
     ``head[:m]``, ``tail[:m]``, those of their magnitudes into ``head[m:]``, ``tail[m:]``;
     ``bad`` marks the rows where either is not finite (a finite sum and magnitude may add up
-    past the range: that counts too). Returns how many there are."""
-    ones = np.ones(m)
-    _dd_sums(base, m, n, rs, cs, False, True, ones, ones, head, tail)
+    past the range: that counts too). Returns how many there are. A stretch of rows (about
+    MAGNITUDE_STRETCH terms, in cache after the first look) with no negative term takes its
+    magnitudes' sums from its sums (the same operations on the same values: a -0.0 term adds
+    as 0.0 does) instead of adding them up again."""
+    step = max(1, MAGNITUDE_STRETCH // max(n, 1))
+    ones = np.ones(min(step, m))
+    sums, rests = np.empty(2 * ones.size), np.empty(2 * ones.size)
+    for i0 in range(0, m, step):
+        b = min(step, m - i0)
+        block = base[i0 * rs:]
+        signed = _any_negative(block, b, n, rs, cs)
+        _dd_sums(block, b, n, rs, cs, False, signed, ones, ones, sums, rests)
+        part = b if signed else 0
+        for i in range(b):
+            head[i0 + i], tail[i0 + i] = sums[i], rests[i]
+            head[m + i0 + i], tail[m + i0 + i] = sums[part + i], rests[part + i]
     nbad = 0
     for i in range(m):
         bad[i] = not math.isfinite(head[i] + head[m + i])
         nbad += bad[i]
     return nbad
+
+
+@njit(cache=True, nogil=True)
+def _any_negative(base, m, n, rs, cs):  # pragma: no cover - compiled
+    """Whether a term ``base[i*rs + j*cs]`` of rows ``i < m`` of ``n`` terms is below zero:
+    one vector loop per contiguous line (a row, or a column's slice of the rows), stopping
+    after the first line that has one."""
+    lines, length, pitch = (m, n, rs) if cs == 1 else (n, m, cs)
+    for k in range(lines):
+        line = base[k * pitch:k * pitch + length]
+        below = 0
+        for i in range(length):
+            below += line[i] < 0.0
+        if below:
+            return True
+    return False
 
 
 # ----------------------------------------------------------------------------- the rows
@@ -535,9 +566,10 @@ def _walk(block: np.ndarray) -> tuple[np.ndarray, int, int, int, int]:
 
 def one_call_sum_squares(walk: tuple[np.ndarray, int, int, int, int]) -> np.ndarray | None:
     """float64 ReduceSumSquare of the rows ``walk`` (:func:`_layout`'s form): the state the
-    rows functions fill, finished as :func:`..states.finish` does, the same bits, without the
-    state records or the steps in Python (for small arrays, whose Python steps cost many times
-    their arithmetic). None where they would hand a row to the numpy rows (inf or NaN in it)."""
+    rows functions fill, finished as :func:`..states.finish` does, the same bits (the squares
+    unscaled where that changes none: :func:`_square_values`), without the state records or the
+    steps in Python (for small arrays, whose Python steps cost many times their arithmetic).
+    None where they would hand a row to the numpy rows (inf or NaN in it)."""
     out = np.empty(walk[1])
     return None if _square_values(*walk, out) else out
 
@@ -554,18 +586,51 @@ def one_call_log_sums(walk: tuple[np.ndarray, int, int, int, int]
 
 @njit(cache=True, nogil=True)
 def _square_values(base, m, n, rs, cs, out):  # pragma: no cover - compiled
-    """:func:`one_call_sum_squares` into ``out``, STRETCH outputs at a time (each output's
-    sum is its own: the same bits in any stretch): their states stay in cache instead of
-    arrays of ``m`` to fault in (at 400 K rows those cost as much as the arithmetic).
-    Returns whether a row holds inf or NaN (then ``out`` is of no use)."""
+    """:func:`one_call_sum_squares` into ``out``, STRETCH outputs at a time (their states stay
+    in cache instead of arrays of ``m`` to fault in: at 400 K rows those cost as much as the
+    arithmetic). A stretch's squares are first summed unscaled, with no pass for the peaks
+    (2x as fast): the scaling by a power of two only keeps what the squares lose in the
+    subnormal range, under ``n 2**-1074``, which cannot show in a finite sum of at least
+    _LEAST_UNSCALED. A stretch with another sum (a row not all zeros) is summed again scaled,
+    as the state path does (:func:`_scaled_square_sums`). Returns whether a row holds inf or
+    NaN (then ``out`` is of no use)."""
     exps, head = np.empty(STRETCH, np.int32), np.empty(STRETCH)
     tail, bad = np.empty(STRETCH), np.empty(STRETCH, np.bool_)
+    ones = np.ones(STRETCH)
     for i0 in range(0, m, STRETCH):
         b = min(STRETCH, m - i0)
-        if _scaled_square_sums(base[i0 * rs:], b, n, rs, cs, exps, head, tail, bad):
-            return True
-        _finish_squares(exps[:b], head, tail, out[i0:i0 + b])
+        block = base[i0 * rs:]
+        _dd_sums(block, b, n, rs, cs, True, False, ones, ones, head, tail)
+        if not _unscaled_serve(block, b, n, rs, cs, head):
+            if _scaled_square_sums(block, b, n, rs, cs, exps, head, tail, bad):
+                return True
+            _finish_squares(exps[:b], head, tail, out[i0:i0 + b])
+            continue
+        for i in range(b):
+            out[i0 + i] = head[i] + tail[i]
     return False
+
+
+#: Least unscaled double-double sum of squares :func:`_square_values` keeps: what the squares
+#: of ``n`` terms lose to the subnormal range (``n 2**-1074``) cannot show beside it.
+_LEAST_UNSCALED = 2.0**-860
+
+
+@njit(cache=True, nogil=True)
+def _unscaled_serve(base, m, n, rs, cs, head):  # pragma: no cover - compiled
+    """Whether the unscaled sums of squares ``head`` of rows ``i < m`` of ``n`` terms
+    ``base[i*rs + j*cs]`` are all finite and at least _LEAST_UNSCALED, or zero for a row of
+    zeros."""
+    for i in range(m):
+        h = head[i]
+        if h >= _LEAST_UNSCALED and h < math.inf:
+            continue
+        if h != 0.0:  # also NaN
+            return False
+        for j in range(n):
+            if base[i * rs + j * cs] != 0.0:
+                return False
+    return True
 
 
 @njit(cache=True, nogil=True)
