@@ -133,6 +133,25 @@ def test_float64_sum_square_rescales_the_stretches_whose_squares_may_underflow(c
     _assert_within("ReduceSumSquare", got, data, axes)
 
 
+@pytest.mark.parametrize("op", OPS)
+def test_float64_split_axes_leave_to_the_general_path_what_they_cannot_vouch_for(op) -> None:
+    """Split axes walked in place (slabs of rows added up) hand the general path a call with
+    an output whose squares may have rounded in the subnormal range (3e-162: 1.82 units each),
+    a zero output, or an inf: each output as the exact result has it."""
+    data = np.abs(np.random.default_rng(4).standard_normal((2, 600, 300)))
+    data[:, 5] = 3e-162
+    data[:, 6] = 0.0
+    plan = make_plan(Request(latest(op), (0, 2), False, False), data.shape)
+    assert derived._row_walk(data, plan)[1][2] is False  # slabs added up
+    for special in (None, np.inf):
+        if special is not None:
+            data[1, 7, 3] = special
+        got = _fast(op, data, (0, 2))
+        want = oracle.expected(op, data, (0, 2), keepdims=False)
+        np.testing.assert_array_equal(got[5:8], want[5:8])
+        _assert_within(op, got[8:], data[:, 8:], (0, 2))
+
+
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize(("values", "want"), [
     ([0.25, 0.25, 0.5], 0.0),  # a sum of exactly 1: log 1
@@ -237,10 +256,13 @@ def test_integers_and_empty_reductions_are_left_to_the_reference_path(op) -> Non
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize(("shape", "axes"), [((300, 256), (1,)), ((256, 300), (0,)),
                                              ((301, 3), (1,)), ((3, 301), (0,)),
-                                             ((9, 40, 30), (0, 2)), ((4, 2000), (0, 1))])
+                                             ((9, 40, 30), (0, 2)), ((4, 2000), (0, 1)),
+                                             ((9, 40, 30), (1,)), ((1, 40, 30), (1,)),
+                                             ((5, 3, 2, 300), (0, 3))])
 def test_float64_states_on_two_threads_give_the_one_piece_bits(op, shape, axes, monkeypatch):
-    """Halves on two threads, by the one call (rows, columns) or the general states path
-    (the rest), each with a slice holding inf or NaN in either half: the one-piece bits."""
+    """Halves on two threads, by the one call (rows, columns, slabs of a middle axis: half the
+    slabs each; split axes: half of each slab's rows) or the general states path (the rest),
+    each with a slice holding inf or NaN in either half: the one-piece bits."""
     data = _data(op, shape, np.dtype(np.float64), seed=5)
     for special in (None, 0, -1):
         if special is not None:
@@ -278,7 +300,8 @@ def test_an_error_on_the_second_thread_reaches_the_caller(data, patched, monkeyp
         real = derived._values
 
         def values(op, walk, tree):
-            if walk[0][0] == -1.0:
+            (base, *_), _ = walk
+            if base[0] == -1.0:
                 raise MemoryError("the second half")
             return real(op, walk, tree)
 
@@ -292,20 +315,27 @@ def test_an_error_on_the_second_thread_reaches_the_caller(data, patched, monkeyp
     ((8, 128), (1,), "rows"), ((70000,), (0,), "rows"), ((4, 1, 6, 5), (2, 3), "rows"),
     ((9000, 3), (1,), "rows"), ((40000, 3), (1,), "rows"), ((700, 32), (1,), "rows"),
     ((300, 256), (0,), "columns"), ((6, 5, 1, 4), (0, 1), "columns"),
-    ((16, 70, 64), (1,), "copy"), ((40, 7, 300), (0, 2), "copy"), ((8, 8, 16), (1,), "copy"),
-    ((8, 8, 16), (0, 2), "copy"), ((3, 5, 7, 2), (0, 2), "copy"), ((2, 40000, 3), (1,), "copy"),
-    ((100, 2000, 2), (1,), "copy"),
-    ((64, 96, 96), (1,), None)], ids=str)
+    ((16, 70, 64), (1,), "slabs"), ((8, 8, 16), (1,), "slabs"), ((2, 3, 50, 8), (2,), "slabs"),
+    ((64, 96, 96), (1,), "slabs"), ((3, 4, 5, 16), (1, 2), "slabs"),
+    ((40, 7, 300), (0, 2), "split"), ((4, 6, 5, 256), (0, 3), "split"),
+    ((64, 96, 96), (0, 2), "split"),
+    ((40, 7, 200), (0, 2), "copy"), ((8, 8, 16), (0, 2), "copy"), ((3, 5, 7, 2), (0, 2), "copy"),
+    ((2, 40000, 3), (1,), "copy"), ((100, 2000, 2), (1,), "copy"),
+    ((32, 96, 96), (0, 1, 2), "rows"), ((8, 3, 300, 200), (0, 2), None)], ids=str)
 def test_small_float64_states_take_one_call_with_the_general_bits(op, shape, axes, walk,
                                                                  monkeypatch) -> None:
-    """C-contiguous rows and columns, and small middle and split layouts (copied, kept axes
-    first): the values in one compiled call (the general states path is not called), bit for
-    bit what that path gives; larger layouts of neither kind take the general path."""
+    """C-contiguous rows and columns, middle axes (slabs of columns), split axes (slabs of rows
+    added up: long rows, or from ONE_CALL_THREADED_BYTES), all walked in place, and other
+    small layouts (copied, kept axes first): the values in one compiled call (the general
+    states path is not called); rows, columns and copies bit for bit what that path gives, the
+    middle axes what each slab's columns give as an outer-axis reduction, the split axes
+    within 2**-52 of the general path; other layouts take the general path."""
     data = _data(op, shape, np.dtype(np.float64), seed=7)
     plan = make_plan(Request(latest(op), axes, False, False), shape)
     found = derived._row_walk(data, plan)
     copied = found is None and derived._walk_of(data, plan) is not None
-    kind = "copy" if copied else None if found is None else "rows" if found[3] == 1 else "columns"
+    kind = ("copy" if copied else None if found is None else "split" if not found[1][2]
+            else "slabs" if found[1][0] > 1 else "rows" if found[0][3] == 1 else "columns")
     assert kind == walk
     if walk is not None:
         def general(*args):
@@ -313,8 +343,17 @@ def test_small_float64_states_take_one_call_with_the_general_bits(op, shape, axe
         monkeypatch.setattr(derived, "_partial_state", general)
     got = _fast(op, data, axes)
     monkeypatch.undo()
-    monkeypatch.setattr(derived, "_walk_of", lambda data, plan: None)
-    np.testing.assert_array_equal(_bits(got), _bits(_fast(op, data, axes)))
+    if walk == "slabs":
+        lead, trail = data.shape[:min(axes)], data.shape[max(axes) + 1:]
+        slabs = data.reshape(math.prod(lead), -1, math.prod(trail))
+        want = np.stack([_fast(op, slab, (0,)) for slab in slabs]).reshape(got.shape)
+    else:
+        monkeypatch.setattr(derived, "_walk_of", lambda data, plan: None)
+        want = _fast(op, data, axes)
+    if walk == "split":
+        np.testing.assert_allclose(got, want, rtol=2**-52, atol=0)
+    else:
+        np.testing.assert_array_equal(_bits(got), _bits(want))
     _assert_within(op, got, data, axes)
     monkeypatch.undo()
     data.reshape(-1)[[0, -1]] = [np.inf, np.nan]  # slices the one call hands on

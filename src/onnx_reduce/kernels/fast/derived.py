@@ -13,10 +13,11 @@ ReduceSum and ReduceL2 kernels (:mod:`.sum_l2`): no memory walks of their own.
 * float64, both ops: the compiled partial state of :mod:`..states`, finished (double-double
   sums; SumSquare's squares scaled by a power of two and exact, so it overflows or underflows
   only where the true result does; LogSum's suspects recomputed as above), on two threads from
-  THREADED_BYTES on. Rows and columns of a C-contiguous input take one compiled call (per
-  thread, two from ONE_CALL_THREADED_BYTES on) that finishes the state without its records
-  (the same bits). A float64 sum rounded to float64 cannot vouch for a float64 log within
-  2 ulp, whatever the bound.
+  THREADED_BYTES on. Rows, columns, middle axes (slabs of columns) and split axes (slabs of
+  rows, added up) of a C-contiguous input take one compiled call (per thread, two from
+  ONE_CALL_THREADED_BYTES on) that finishes the state without its records (rows and
+  columns: the same bits). A float64 sum
+  rounded to float64 cannot vouch for a float64 log within 2 ulp, whatever the bound.
 
 Integers: the reference path (exact integer arithmetic).
 
@@ -58,6 +59,14 @@ THREADED_BYTES = 1 << 24
 ONE_CALL_THREADED_BYTES = 1 << 22
 #: float64 ReduceLogSum outputs finished at a time (:func:`_logs_of_sums`).
 LOG_CHUNK = 1 << 14
+#: Least kept innermost run (outputs) of a middle-axis layout walked in place, slab by slab,
+#: as columns; narrower runs make short column loops (rows of 2 or 3 measured 0.24-0.6x the
+#: kept-first copy's rows: docs/kernel-design.md).
+SLAB_MIN_WIDTH = 8
+#: Split axes (reduced dims around kept ones) under ONE_CALL_THREADED_BYTES are walked in
+#: place, slab by slab, when their inner rows have this many terms; shorter ones are faster
+#: from the kept-first copy, whose rows are whole (rows of 16-64 measured 0.55-0.8x so).
+SPLIT_MIN_ROW = 256
 
 
 def reduce_sum_square(data: np.ndarray, plan: ReductionPlan) -> np.ndarray | None:
@@ -163,15 +172,16 @@ def _refine(data: np.ndarray, plan: ReductionPlan, values: np.ndarray, mask: np.
 
 
 def _one_call(op: str, data: np.ndarray, plan: ReductionPlan) -> np.ndarray | None:
-    """:func:`_float64_from_state`'s values with the same bits, without the general path's
-    state records and steps in Python, for the inputs :func:`_walk_of` walks (C-contiguous),
-    its outputs in two halves on two threads from ONE_CALL_THREADED_BYTES on; None for other
-    inputs, and where a slice holds inf or NaN."""
+    """:func:`_float64_from_state`'s values (rows, columns and copies: the same bits; slabs:
+    each slab's as columns) without the general path's state records and steps in Python, for
+    the inputs :func:`_walk_of` walks (C-contiguous), its outputs in two halves on two threads
+    from ONE_CALL_THREADED_BYTES on; None for other inputs, and where a slice holds inf or
+    NaN."""
     walk = _walk_of(data, plan)
     if walk is None:
         return None
     tree = _one_chunk(plan)
-    if data.nbytes < ONE_CALL_THREADED_BYTES or walk[1] < 2 or num_threads() < 2:
+    if data.nbytes < ONE_CALL_THREADED_BYTES or _outputs(walk) < 2 or num_threads() < 2:
         found = _values(op, walk, tree)
     else:
         first, second = _in_two_threads(_values, [(op, half, tree) for half in _halves(walk)])
@@ -185,12 +195,13 @@ def _one_call(op: str, data: np.ndarray, plan: ReductionPlan) -> np.ndarray | No
 
 
 def _values(op: str, walk: tuple, tree: states.Tree) -> tuple[np.ndarray, np.ndarray] | None:
-    """(values, suspects) of float64 ``op`` over the rows ``walk``
-    (:func:`.state_rows.one_call_sum_squares`, :func:`.state_rows.one_call_log_sums`)."""
+    """(values, suspects) of float64 ``op`` over the rows ``walk`` (:func:`_walk_of`'s form;
+    :func:`.state_rows.one_call_sum_squares`, :func:`.state_rows.one_call_log_sums`)."""
+    rows, slabs = walk
     if op == "ReduceSumSquare":
-        values = one_call_sum_squares(walk)
+        values = one_call_sum_squares(rows, slabs)
         return None if values is None else (values, np.zeros(values.size, np.bool_))
-    sums = one_call_log_sums(walk)
+    sums = one_call_log_sums(rows, slabs)
     if sums is None:
         return None
     return _logs_of_sums(*sums, states.state_dtype(op, _F64)["sum"], tree)
@@ -214,11 +225,23 @@ def _logs_of_sums(head: np.ndarray, tail: np.ndarray, acc: np.dtype, tree: state
     return values, mask
 
 
+def _outputs(walk: tuple) -> int:
+    """How many outputs the rows ``walk`` (:func:`_walk_of`'s form) have."""
+    (_, m, _, _, _), (count, _, kept) = walk
+    return m * count if kept else m
+
+
 def _halves(walk: tuple) -> tuple[tuple, tuple]:
-    """The rows ``walk`` (:mod:`.state_rows`' form) as two walks of half its outputs each."""
-    base, m, n, rs, cs = walk
+    """The rows ``walk`` (:func:`_walk_of`'s form) as two walks of half its outputs each:
+    half the kept slabs, or half of each slab's rows."""
+    (base, m, n, rs, cs), (count, stride, kept) = walk
+    if count > 1 and kept:
+        first = (count + 1) // 2
+        return (((base, m, n, rs, cs), (first, stride, kept)),
+                ((base[first * stride:], m, n, rs, cs), (count - first, stride, kept)))
     first = (m + 1) // 2
-    return (base, first, n, rs, cs), (base[first * rs:], m - first, n, rs, cs)
+    return (((base, first, n, rs, cs), (count, stride, kept)),
+            ((base[first * rs:], m - first, n, rs, cs), (count, stride, kept)))
 
 
 def _in_two_threads(function, calls) -> list:
@@ -294,35 +317,54 @@ def _clear_logs(total, magnitude, values, gamma, v, room_ulps, clear):  # pragma
 
 
 def _walk_of(data: np.ndarray, plan: ReductionPlan) -> tuple | None:
-    """The rows of ``data`` for :func:`_one_call` (:mod:`.state_rows`' walk): its own memory
-    by :func:`_row_walk`; or, for another C-contiguous layout under ONE_CALL_THREADED_BYTES
-    whose slices fit one block, a copy with the kept axes first, which is what the general
-    path's one block gives the rows functions (so the same bits); None otherwise."""
+    """``((base, m, n, rs, cs), (count, stride, kept))``: the rows of ``data`` for
+    :func:`_one_call` (:mod:`.state_rows`' walk, repeated over ``count`` slabs ``stride``
+    elements apart, kept: their outputs slab after slab, or not: added up): its own memory by
+    :func:`_row_walk`; or, for another C-contiguous layout under ONE_CALL_THREADED_BYTES whose
+    slices fit one block, a copy with the kept axes first, which is what the general path's
+    one block gives the rows functions (so the same bits); None otherwise."""
     found = _row_walk(data, plan)
     if found is not None:
-        return (data.reshape(-1), *found)
+        rows, slabs = found
+        return (data.reshape(-1), *rows), slabs
     n = plan.reduced_size
     if (type(data) is not np.ndarray or not data.flags.c_contiguous
             or data.nbytes >= ONE_CALL_THREADED_BYTES or n > blocks.BLOCK_ELEMENTS):
         return None
     view, _ = kept_first(data, plan)
-    return (np.ascontiguousarray(view).reshape(-1), data.size // n, n, n, 1)
+    return (np.ascontiguousarray(view).reshape(-1), data.size // n, n, n, 1), (1, 0, True)
 
 
-def _row_walk(data: np.ndarray, plan: ReductionPlan) -> tuple[int, int, int, int] | None:
-    """``(m, n, rs, cs)``: ``data``'s ``m`` outputs of ``n`` terms ``i*rs + j*cs`` apart (the
-    walk of :mod:`.state_rows` after its base) when it is a C-contiguous ndarray whose
-    reduced dims are all after its kept dims or all before them; None otherwise."""
+def _row_walk(data: np.ndarray, plan: ReductionPlan) -> tuple[tuple, tuple] | None:
+    """``((m, n, rs, cs), (count, stride, kept))`` (:func:`_walk_of`'s form after the base)
+    of a C-contiguous ndarray, in place: reduced dims all after the kept ones (rows), all
+    before them (columns), between kept dims (a middle axis: kept slabs of columns, at least
+    SLAB_MIN_WIDTH wide) or around them (split axes: slabs of rows, added up; under
+    ONE_CALL_THREADED_BYTES only rows of SPLIT_MIN_ROW terms); None for other inputs."""
     flags = data.flags
     if type(data) is not np.ndarray or not flags.c_contiguous or not flags.aligned:
         return None
-    dims = [a in plan.axes for a, size in enumerate(data.shape) if size > 1]
+    runs: list[list] = []  # (reduced, elements) of each run of adjacent dims alike
+    for axis, size in enumerate(data.shape):
+        if size > 1:
+            if runs and runs[-1][0] == (axis in plan.axes):
+                runs[-1][1] *= size
+            else:
+                runs.append([axis in plan.axes, size])
     n = plan.reduced_size
     m = data.size // n
-    if dims == sorted(dims):  # kept, then reduced: rows
-        return m, n, n, 1
-    if dims == sorted(dims, reverse=True):  # reduced, then kept: columns
-        return m, n, 1, m
+    pattern = [reduced for reduced, _ in runs]
+    if pattern in ([], [True], [False, True]):
+        return (m, n, n, 1), (1, 0, True)
+    if pattern == [True, False]:
+        return (m, n, 1, m), (1, 0, True)
+    if pattern == [False, True, False] and runs[2][1] >= SLAB_MIN_WIDTH:
+        inner = runs[2][1]
+        return (inner, n, 1, inner), (m // inner, n * inner, True)
+    row = runs[-1][1]
+    if pattern == [True, False, True] and (row >= SPLIT_MIN_ROW
+                                           or data.nbytes >= ONE_CALL_THREADED_BYTES):
+        return (m, row, row, 1), (runs[0][1], m * row, False)
     return None
 
 

@@ -564,24 +564,111 @@ def _walk(block: np.ndarray) -> tuple[np.ndarray, int, int, int, int]:
     return found
 
 
-def one_call_sum_squares(walk: tuple[np.ndarray, int, int, int, int]) -> np.ndarray | None:
-    """float64 ReduceSumSquare of the rows ``walk`` (:func:`_layout`'s form): the state the
-    rows functions fill, finished as :func:`..states.finish` does, the same bits (the squares
-    unscaled where that changes none: :func:`_square_values`), without the state records or the
-    steps in Python (for small arrays, whose Python steps cost many times their arithmetic).
-    None where they would hand a row to the numpy rows (inf or NaN in it)."""
-    out = np.empty(walk[1])
-    return None if _square_values(*walk, out) else out
+def one_call_sum_squares(walk: tuple[np.ndarray, int, int, int, int],
+                         slabs: tuple[int, int, bool] = (1, 0, True)) -> np.ndarray | None:
+    """float64 ReduceSumSquare of the rows ``walk`` (:func:`_layout`'s form) over ``slabs``
+    (count, stride, kept: the walk from every stride-th element, each slab's outputs apart,
+    slab after slab, or added up): the state the rows functions fill, finished as
+    :func:`..states.finish` does, the same bits for one slab (the squares unscaled where that
+    changes none: :func:`_square_values`), without the state records or the steps in Python
+    (for small arrays, whose Python steps cost many times their arithmetic). None where they
+    would hand a row to the numpy rows (inf or NaN in it), and where slabs added up have a
+    sum the unscaled squares cannot vouch for."""
+    count, stride, kept = slabs
+    out = np.empty(count * walk[1] if kept else walk[1])
+    run = _slab_square_values if kept else _summed_square_values
+    return None if run(*walk, count, stride, out) else out
 
 
-def one_call_log_sums(walk: tuple[np.ndarray, int, int, int, int]
+def one_call_log_sums(walk: tuple[np.ndarray, int, int, int, int],
+                      slabs: tuple[int, int, bool] = (1, 0, True)
                       ) -> tuple[np.ndarray, np.ndarray] | None:
-    """float64 ReduceLogSum's state of the rows ``walk`` before its rounding into the
-    accumulator: the double-double (head, tail) sums, then sums of magnitudes, of its ``m``
-    rows (``m`` of each, then ``m`` more); as :func:`one_call_sum_squares`, None where a row
-    holds inf or NaN."""
-    head, tail, bad = _sums_and_magnitudes(walk)
-    return None if bad.any() else (head, tail)
+    """float64 ReduceLogSum's state of the rows ``walk`` over ``slabs`` (as
+    :func:`one_call_sum_squares`) before its rounding into the accumulator: the double-double
+    (head, tail) sums, then sums of magnitudes, of its outputs (all sums, then all magnitudes);
+    as :func:`one_call_sum_squares`, None where a row holds inf or NaN."""
+    count, stride, kept = slabs
+    if count == 1:
+        head, tail, bad = _sums_and_magnitudes(walk)
+        return None if bad.any() else (head, tail)
+    size = 2 * walk[1] * (count if kept else 1)
+    head, tail = np.empty(size), np.empty(size)
+    run = _slab_sums if kept else _summed_sums
+    return None if run(*walk, count, stride, head, tail) else (head, tail)
+
+
+@njit(cache=True, nogil=True)
+def _slab_square_values(base, m, n, rs, cs, count, stride, out):  # pragma: no cover
+    """:func:`_square_values` of the rows from ``base[s*stride]``, slab ``s < count``, into
+    ``out[s*m:(s + 1)*m]``; whether a row holds inf or NaN."""
+    for s in range(count):
+        if _square_values(base[s * stride:], m, n, rs, cs, out[s * m:(s + 1) * m]):
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _summed_square_values(base, m, n, rs, cs, count, stride, out):  # pragma: no cover
+    """``out[i]``: the sum of squares of row ``i`` of every slab (the rows from
+    ``base[s*stride]``, ``s < count``), each slab's unscaled double-double sums added into
+    one by TwoSum; True (not served) where a total is not finite or under _LEAST_UNSCALED
+    (an inf or NaN, squares out of range, zeros: the general path then)."""
+    head, tail = np.zeros(m), np.zeros(m)
+    h, t, ones = np.empty(m), np.empty(m), np.ones(m)
+    for s in range(count):
+        _dd_sums(base[s * stride:], m, n, rs, cs, True, False, ones, ones, h, t)
+        _add_dd(head, tail, h, t)
+    for i in range(m):
+        if not (head[i] >= _LEAST_UNSCALED and head[i] < math.inf):
+            return True
+        out[i] = head[i] + tail[i]
+    return False
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _add_dd(head, tail, h, t):  # pragma: no cover - compiled
+    """Double-doubles ``head + tail`` gain ``h + t``, element by element (TwoSum of the
+    heads, its error and ``t`` into the tails)."""
+    for i in range(head.size):
+        s, err = two_sum(head[i], h[i])
+        head[i] = s
+        tail[i] += err + t[i]
+
+
+@njit(cache=True, nogil=True)
+def _slab_sums(base, m, n, rs, cs, count, stride, head, tail):  # pragma: no cover
+    """:func:`_sums_with_magnitudes` of the rows from ``base[s*stride]``, slab ``s < count``:
+    all slabs' sums first in ``head``, ``tail``, then all their magnitudes' sums; whether a
+    row holds inf or NaN (or its sums pass the range)."""
+    total = count * m
+    h, t, bad = np.empty(2 * m), np.empty(2 * m), np.empty(m, np.bool_)
+    for s in range(count):
+        if _sums_with_magnitudes(base[s * stride:], m, n, rs, cs, h, t, bad):
+            return True
+        head[s * m:(s + 1) * m] = h[:m]
+        tail[s * m:(s + 1) * m] = t[:m]
+        head[total + s * m:total + (s + 1) * m] = h[m:]
+        tail[total + s * m:total + (s + 1) * m] = t[m:]
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _summed_sums(base, m, n, rs, cs, count, stride, head, tail):  # pragma: no cover
+    """:func:`_sums_with_magnitudes` of row ``i`` of every slab added up (by TwoSum, as
+    :func:`_summed_square_values`), then normalized; whether a row holds inf or NaN or a
+    total passes the range."""
+    h, t, bad = np.empty(2 * m), np.empty(2 * m), np.empty(m, np.bool_)
+    head[:] = 0.0
+    tail[:] = 0.0
+    for s in range(count):
+        if _sums_with_magnitudes(base[s * stride:], m, n, rs, cs, h, t, bad):
+            return True
+        _add_dd(head, tail, h, t)
+    for i in range(2 * m):
+        head[i], tail[i] = two_sum(head[i], tail[i])
+        if not math.isfinite(head[i]):
+            return True
+    return False
 
 
 @njit(cache=True, nogil=True)
