@@ -39,6 +39,7 @@ import numpy as np
 from numba import njit
 
 from ...plan import ReductionPlan
+from ...plan.cache import BoundedCache
 from .. import blocks, states
 from ..exact_log_sum import log_sum_suspects, refine_log_sum
 from ..exact_lse import SAFETY, U, float_format, tolerance_ulps
@@ -67,6 +68,9 @@ SLAB_MIN_WIDTH = 8
 #: place, slab by slab, when their inner rows have this many terms; shorter ones are faster
 #: from the kept-first copy, whose rows are whole (rows of 16-64 measured 0.55-0.8x so).
 SPLIT_MIN_ROW = 256
+#: The walks of C-contiguous layouts by (shape, axes), and the merge trees by reduced size.
+_ROW_WALKS: BoundedCache[tuple, tuple | None] = BoundedCache(256)
+_TREES: BoundedCache[int, states.Tree] = BoundedCache(256)
 
 
 def reduce_sum_square(data: np.ndarray, plan: ReductionPlan) -> np.ndarray | None:
@@ -158,15 +162,18 @@ def _float64_from_state(op: str, data: np.ndarray, plan: ReductionPlan) -> np.nd
 
 
 def _one_chunk(plan: ReductionPlan) -> states.Tree:
-    """The merge tree of one chunk, as dask counts it."""
+    """The merge tree of one chunk, as dask counts it (kept by reduced size: a small call's
+    Python steps are most of its time)."""
     n = plan.reduced_size
-    return states.chunks_tree(n, 1, n, states.SPLIT_EVERY)
+    tree = _TREES.get(n)
+    return tree if tree is not None else _TREES.put(n, states.chunks_tree(n, 1, n,
+                                                                          states.SPLIT_EVERY))
 
 
-def _refine(data: np.ndarray, plan: ReductionPlan, values: np.ndarray, mask: np.ndarray
-            ) -> None:
-    """The outputs ``mask`` flags recomputed exactly in ``values`` (flat)."""
-    if mask.any():
+def _refine(data: np.ndarray, plan: ReductionPlan, values: np.ndarray,
+            mask: np.ndarray | None) -> None:
+    """The outputs ``mask`` flags recomputed exactly in ``values`` (flat; None: none)."""
+    if mask is not None and mask.any():
         view, nkept = kept_first(data, plan)
         refine_log_sum(view, nkept, values, mask)
 
@@ -186,7 +193,8 @@ def _one_call(op: str, data: np.ndarray, plan: ReductionPlan) -> np.ndarray | No
     else:
         first, second = _in_two_threads(_values, [(op, half, tree) for half in _halves(walk)])
         found = None if first is None or second is None else (
-            np.concatenate([first[0], second[0]]), np.concatenate([first[1], second[1]]))
+            np.concatenate([first[0], second[0]]),
+            None if first[1] is None else np.concatenate([first[1], second[1]]))
     if found is None:
         return None
     values, mask = found
@@ -194,13 +202,15 @@ def _one_call(op: str, data: np.ndarray, plan: ReductionPlan) -> np.ndarray | No
     return values
 
 
-def _values(op: str, walk: tuple, tree: states.Tree) -> tuple[np.ndarray, np.ndarray] | None:
-    """(values, suspects) of float64 ``op`` over the rows ``walk`` (:func:`_walk_of`'s form;
-    :func:`.state_rows.one_call_sum_squares`, :func:`.state_rows.one_call_log_sums`)."""
+def _values(op: str, walk: tuple, tree: states.Tree
+            ) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """(values, suspects: None for SumSquare, which has none) of float64 ``op`` over the rows
+    ``walk`` (:func:`_walk_of`'s form; :func:`.state_rows.one_call_sum_squares`,
+    :func:`.state_rows.one_call_log_sums`)."""
     rows, slabs = walk
     if op == "ReduceSumSquare":
         values = one_call_sum_squares(rows, slabs)
-        return None if values is None else (values, np.zeros(values.size, np.bool_))
+        return None if values is None else (values, None)
     sums = one_call_log_sums(rows, slabs)
     if sums is None:
         return None
@@ -344,15 +354,26 @@ def _row_walk(data: np.ndarray, plan: ReductionPlan) -> tuple[tuple, tuple] | No
     flags = data.flags
     if type(data) is not np.ndarray or not flags.c_contiguous or not flags.aligned:
         return None
+    key = (data.shape, plan.axes)
+    found = _ROW_WALKS.get(key, False)
+    if found is False:
+        found = _ROW_WALKS.put(key, _row_geometry(data.shape, plan.axes, data.nbytes))
+    return found
+
+
+def _row_geometry(shape: tuple[int, ...], axes: tuple[int, ...], nbytes: int
+                  ) -> tuple[tuple, tuple] | None:
+    """:func:`_row_walk` of a C-contiguous float64 array of ``shape`` (``nbytes``) reduced
+    along ``axes``."""
     runs: list[list] = []  # (reduced, elements) of each run of adjacent dims alike
-    for axis, size in enumerate(data.shape):
+    for axis, size in enumerate(shape):
         if size > 1:
-            if runs and runs[-1][0] == (axis in plan.axes):
+            if runs and runs[-1][0] == (axis in axes):
                 runs[-1][1] *= size
             else:
-                runs.append([axis in plan.axes, size])
-    n = plan.reduced_size
-    m = data.size // n
+                runs.append([axis in axes, size])
+    n = math.prod(shape[a] for a in axes)
+    m = math.prod(shape) // n
     pattern = [reduced for reduced, _ in runs]
     if pattern in ([], [True], [False, True]):
         return (m, n, n, 1), (1, 0, True)
@@ -363,7 +384,7 @@ def _row_walk(data: np.ndarray, plan: ReductionPlan) -> tuple[tuple, tuple] | No
         return (inner, n, 1, inner), (m // inner, n * inner, True)
     row = runs[-1][1]
     if pattern == [True, False, True] and (row >= SPLIT_MIN_ROW
-                                           or data.nbytes >= ONE_CALL_THREADED_BYTES):
+                                           or nbytes >= ONE_CALL_THREADED_BYTES):
         return (m, row, row, 1), (runs[0][1], m * row, False)
     return None
 
