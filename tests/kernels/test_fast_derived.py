@@ -366,6 +366,34 @@ def test_small_float64_states_take_one_call_with_the_general_bits(op, shape, axe
     np.testing.assert_allclose(got[~special], want[~special], rtol=1e-15)
 
 
+def test_dd_logs_give_the_long_double_finish_where_they_are_sure() -> None:
+    """float64 ReduceLogSum's finish in float64 (:func:`derived._dd_logs`): the state's own
+    finish (the log of the sum rounded into ``long double``, rounded to float64) for every
+    output it is sure of, over sums from 1 to 1e300 given as double-doubles; unsure of those
+    under 1, not finite or too near a rounding boundary (all of them, through
+    ``_logs_of_sums``, are the state's finish). Fails when its error bound is taken as 0."""
+    rng = np.random.default_rng(11)
+    head = np.concatenate([rng.uniform(1.0, 3.0, 100_000), rng.uniform(3.0, 1e4, 100_000),
+                           10.0 ** rng.uniform(0, 300, 50_000), [0.5, 0.0, -1.0, np.inf,
+                                                                  np.nan, 1.0]])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tail = np.nan_to_num(head * np.spacing(1.0) * rng.uniform(-0.5, 0.5, head.size))
+        head, tail = head + tail, (head - (head + tail)) + tail
+        want = np.log(np.add(head, tail, dtype=np.longdouble)).astype(np.float64)
+    values, unsure = np.empty(head.size), np.empty(head.size, np.bool_)
+    assert derived._dd_logs(head, tail, values, unsure)
+    sure = ~unsure
+    np.testing.assert_array_equal(values[sure], want[sure])
+    assert unsure[-6:].all()
+    assert sure.mean() > 0.5
+    acc = np.dtype(np.longdouble)
+    got, _ = derived._logs_of_sums(np.concatenate([head, np.abs(head)]),
+                                   np.concatenate([tail, tail]), acc, derived._one_chunk(
+                                       make_plan(Request(latest("ReduceLogSum"), (1,), False,
+                                                         False), (1, 2))))
+    np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
 def test_clear_logs_clears_only_what_the_state_test_passes() -> None:
     """float64 ReduceLogSum's one call clears outputs in float64 that the state path's test
     (:func:`log_sum_suspects`, in the accumulator) passes, on sums near 1, cancelling, tiny,

@@ -42,6 +42,7 @@ __all__ = [
     "divide",
     "exp_nonpos",
     "exp_nonpos_short",
+    "exp_split",
     "float32_to_half",
     "half_to_float64",
     "log1p_from",
@@ -190,6 +191,27 @@ def exp_nonpos(x: float) -> float:
     head = 1.0 + r
     carry = (1.0 - head) + r  # exactly what head lost
     return _scale(head + (carry + (lo + r * r * q)), t)
+
+
+@numba.njit(cache=True, fastmath={"contract"}, inline="always")
+def exp_split(d: float) -> tuple[float, float]:
+    """exp(d) for -746 <= d <= 0 as (rounded, error): :func:`exp_nonpos`'s value and what its
+    last add lost (that rounding is what limits it to 0.64 ulp); together within 2**-55
+    relative for normal results: the roundings of the degree-10 Horner steps, a few ulps of
+    ``q`` times ``r**2``, and of the small part's adds (2**-56.1 the most measured, on 16 M
+    arguments in [-14, 0]; the fit itself is within 1.4e-18)."""
+    t = d * _INV_LN2 + _SHIFTER
+    k = t - _SHIFTER
+    hi = d - k * _LN2_HI  # exact
+    r = hi - k * _LN2_LO
+    lo = (hi - r) - k * _LN2_LO
+    q = _horner(_Q10, r)
+    head = 1.0 + r
+    small = ((1.0 - head) + r) + (lo + r * r * q)  # head + small: exp(r) (carry exact)
+    whole = head + small
+    back = whole - head
+    error = (head - (whole - back)) + (small - back)  # TwoSum: whole + error == head + small
+    return _scale(whole, t), _scale(error, t)
 
 
 @numba.njit(cache=True, fastmath={"contract"})

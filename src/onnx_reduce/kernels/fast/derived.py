@@ -44,7 +44,9 @@ from .. import blocks, states
 from ..exact_log_sum import log_sum_suspects, refine_log_sum
 from ..exact_lse import SAFETY, U, float_format, tolerance_ulps
 from ..reference import kept_first
-from ._common import num_threads, storage_dtype, store
+from ._common import num_threads, storage_dtype, store, two_sum
+from ._exp import as_float64, as_int64, exp_split, log1p_from
+from ._lanes import fma
 from .state_rows import one_call_log_sums, one_call_sum_squares
 from .sum_l2 import bind_wide, reduce_wide
 
@@ -58,8 +60,11 @@ THREADED_BYTES = 1 << 24
 #: The same for the one-call rows and columns (:func:`_one_call`), whose second thread pays
 #: off sooner (docs/kernel-design.md, "ReduceSumSquare and ReduceLogSum").
 ONE_CALL_THREADED_BYTES = 1 << 22
-#: float64 ReduceLogSum outputs finished at a time (:func:`_logs_of_sums`).
+#: float64 ReduceLogSum outputs finished at a time (:func:`_logs_of_sums`), and the fewest
+#: for which :func:`_dd_logs` goes first (fewer: its call and the fallback's cost more than it
+#: saves, 8x128 measured 0.92x).
 LOG_CHUNK = 1 << 14
+DD_LOGS_MIN = 64
 #: Least kept innermost run (outputs) of a middle-axis layout walked in place, slab by slab,
 #: as columns; narrower runs make short column loops (rows of 2 or 3 measured 0.24-0.6x the
 #: kept-first copy's rows: docs/kernel-design.md).
@@ -221,18 +226,73 @@ def _logs_of_sums(head: np.ndarray, tail: np.ndarray, acc: np.dtype, tree: state
                   ) -> tuple[np.ndarray, np.ndarray]:
     """(values, suspects) of float64 ReduceLogSum from its double-double sums and sums of
     magnitudes (:func:`.state_rows.one_call_log_sums`): the state's finish (the log of the
-    sum rounded into ``acc``, rounded once to float64) and its suspects test, LOG_CHUNK
-    outputs at a time (their ``acc`` sums stay in cache, and no array of them is made)."""
+    sum rounded into ``acc``, rounded once to float64; :func:`_dd_logs` where it certainly
+    gives the same value) and its suspects test, LOG_CHUNK outputs at a time."""
     m = head.size // 2
     values, mask = np.empty(m), np.empty(m, np.bool_)
+    unsure = np.empty(min(m, LOG_CHUNK), np.bool_)
     for a in range(0, m, LOG_CHUNK):
         b = min(a + LOG_CHUNK, m)
-        total = np.add(head[a:b], tail[a:b], dtype=acc)
+        total = None
+        left = b - a if b - a < DD_LOGS_MIN else _dd_logs(head[a:b], tail[a:b], values[a:b],
+                                                            unsure)
         with np.errstate(invalid="ignore", divide="ignore"):
-            values[a:b] = np.log(total)
-        mask[a:b] = _log_sum_suspects(total, head[a:b], head[m + a:m + b], tail[m + a:m + b],
-                                      values[a:b], tree)
+            if 2 * left > b - a:  # most: the finish on the whole chunk, read in order
+                total = np.add(head[a:b], tail[a:b], dtype=acc)
+                values[a:b] = np.log(total)
+            elif left:
+                rest = a + np.flatnonzero(unsure[:b - a])
+                values[rest] = np.log(np.add(head[rest], tail[rest], dtype=acc))
+        mask[a:b] = _log_sum_suspects(head[a:b], tail[a:b], head[m + a:m + b],
+                                      tail[m + a:m + b], values[a:b], tree, acc, total)
     return values, mask
+
+
+#: Bounds on how far from ``log S`` :func:`_dd_logs`'s double-double estimate is (absolute:
+#: the Newton step's error is :func:`._exp.exp_split`'s, under 2**-55 relative; measured
+#: 2**-56.1 at most on 16 M sums) and the state's finish is (``np.log`` of ``S`` rounded into
+#: ``long double``, 2**-64 relative, by glibc's x87 ``logl``: taken as 4 of its ulps relative
+#: to the log, and 2**-63 absolute).
+_DD_LOG_ERROR = 2.0**-54
+_LD_LOG_ERROR = 2.0**-61
+_LD_LOG_FLOOR = 2.0**-63
+
+
+@njit(cache=True, nogil=True)
+def _dd_logs(head, tail, values, unsure):  # pragma: no cover - compiled
+    """``values[i]`` = ``log(head[i] + tail[i])`` rounded to float64 where that is certainly
+    the state's finish (the log of the sum rounded into ``long double``, rounded to float64):
+    a double-double estimate ``y`` (``log1p`` of ``head - 1``, then one Newton step on the
+    two-part ``exp``) whose error bounds, with the finish's, keep both on the same side of
+    every float64 rounding boundary. ``unsure[i]`` elsewhere: sums outside [e, 2**1000) (NaN
+    and inf too: a log under 1 is too near a boundary for the bounds) or ``y`` too near a
+    boundary; returns how many there are. A vector loop:
+    the finish's ``long double`` log costs ~28 ns an output, this ~2."""
+    left = 0
+    for i in range(head.size):
+        h, t = head[i], tail[i]
+        if not (h >= math.e and h < 2.0**1000):  # a log under 1 is never sure (nor NaN)
+            unsure[i] = True
+            left += 1
+            continue
+        y0 = log1p_from(h - 1.0)
+        eh, el = exp_split(-y0)
+        p = h * eh
+        pe = fma(h, eh, -p)
+        c = (p - 1.0) + (pe + (h * el + t * eh))  # S exp(-y0) - 1; p - 1 exact (Sterbenz)
+        yh, yl = two_sum(y0, c)
+        r = yh + yl
+        off = abs((yh - r) + yl)
+        bits = as_int64(r)
+        field = (bits >> 52) & 0x7FF
+        below = field - 53 - ((bits & _FRACTION) == 0)  # half the spacing below r, biased
+        half = as_float64(max(below, 1) << 52)
+        bound = off + _DD_LOG_ERROR + _LD_LOG_ERROR * abs(r) + _LD_LOG_FLOOR
+        sure = below >= 1 and bound < half * (1.0 - _MARGIN)
+        values[i] = r
+        unsure[i] = not sure
+        left += not sure
+    return left
 
 
 def _outputs(walk: tuple) -> int:
@@ -279,21 +339,22 @@ def _in_two_threads(function, calls) -> list:
     return [head, result[0]]
 
 
-def _log_sum_suspects(total: np.ndarray, head: np.ndarray, magnitude_head: np.ndarray,
-                      magnitude_tail: np.ndarray, values: np.ndarray, tree: states.Tree
-                      ) -> np.ndarray:
-    """:func:`..states.suspects` of float64 ReduceLogSum's ``values`` from its sums ``total``
-    (in the accumulator; ``head`` in float64) and the double-double sums of magnitudes: the
-    outputs that :func:`_clear_logs` cannot clear by a wide margin get the state path's test
-    itself."""
+def _log_sum_suspects(head: np.ndarray, tail: np.ndarray, magnitude_head: np.ndarray,
+                      magnitude_tail: np.ndarray, values: np.ndarray, tree: states.Tree,
+                      acc: np.dtype, total: np.ndarray | None = None) -> np.ndarray:
+    """:func:`..states.suspects` of float64 ReduceLogSum's ``values`` from its double-double
+    sums and sums of magnitudes: the outputs that :func:`_clear_logs` cannot clear by a wide
+    margin get the state path's test itself (on the sums rounded into the accumulator
+    ``acc``: ``total``, when the caller has them)."""
     gamma, v = states.log_sum_bound(_F64, tree)
     clear = np.empty(values.size, np.bool_)
     _clear_logs(head, magnitude_head, values, gamma, v, tolerance_ulps(_F64) - 0.5, clear)
     mask = np.zeros(values.size, np.bool_)
     rest = np.flatnonzero(~clear)
     if rest.size:
-        magnitude = np.add(magnitude_head[rest], magnitude_tail[rest], dtype=total.dtype)
-        sums = np.stack([total[rest], magnitude], axis=-1)
+        magnitude = np.add(magnitude_head[rest], magnitude_tail[rest], dtype=acc)
+        sums = np.add(head[rest], tail[rest], dtype=acc) if total is None else total[rest]
+        sums = np.stack([sums, magnitude], axis=-1)
         mask[rest] = log_sum_suspects(sums, values[rest], _F64, tree.n, (gamma, v))
     return mask
 

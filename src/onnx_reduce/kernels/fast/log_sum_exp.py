@@ -82,17 +82,11 @@ from ._common import (
     widen,
 )
 from ._exp import (
-    _INV_LN2,
-    _LN2_HI,
-    _LN2_LO,
-    _Q10,
-    _SHIFTER,
-    _horner,
-    _scale,
     as_float32,
     divide,
     exp_nonpos,
     exp_nonpos_short,
+    exp_split,
     half_to_float64,
     log1p_from,
 )
@@ -538,7 +532,7 @@ def _log_step(m, start, s, err):
     """``m + log(1 + s + err)`` from a float64 ``start`` near the log: one Newton step,
     ``start + (S exp(-start) - 1)``, on the two-part exp (error below 2**-56 absolute), and the
     sum with ``m`` rounded once."""
-    eh, el = _exp_split(-start)
+    eh, el = exp_split(-start)
     one, low = two_sum(1.0, s)
     p, pe = _two_prod(one, eh)
     correction = (p - 1.0) + (pe + (one * el + (low + err) * eh))  # p - 1: exact (Sterbenz)
@@ -557,25 +551,6 @@ def _two_prod(a, b):
     bh = c - (c - b)
     bl = b - bh
     return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
-
-
-@njit(cache=True, fastmath={"contract"}, inline="always")
-def _exp_split(d):
-    """exp(d) for -746 <= d <= 0 as (rounded, error): :func:`._exp.exp_nonpos`'s value and
-    what its last add lost (that rounding is what limits it to 0.64 ulp); together within
-    2**-58 relative for normal results (the degree-10 fit's 1.4e-18, the small part's roundings)."""
-    t = d * _INV_LN2 + _SHIFTER
-    k = t - _SHIFTER
-    hi = d - k * _LN2_HI  # exact
-    r = hi - k * _LN2_LO
-    lo = (hi - r) - k * _LN2_LO
-    q = _horner(_Q10, r)
-    head = 1.0 + r
-    small = ((1.0 - head) + r) + (lo + r * r * q)  # head + small: exp(r) (carry exact)
-    whole = head + small
-    back = whole - head
-    error = (head - (whole - back)) + (small - back)  # TwoSum: whole + error == head + small
-    return _scale(whole, t), _scale(error, t)
 
 
 #: Adding and subtracting _SIGMA rounds a term in [0, 2] to a multiple of 2**-40: those parts
