@@ -62,9 +62,10 @@ THREADED_BYTES = 1 << 24
 ONE_CALL_THREADED_BYTES = 1 << 22
 #: float64 ReduceLogSum outputs finished at a time (:func:`_logs_of_sums`), and the fewest
 #: for which :func:`_dd_logs` goes first (fewer: its call and the fallback's cost more than it
-#: saves, 8x128 measured 0.92x).
+#: saves: 64 / 128 / 256 / 1024 outputs measured 0.86-0.89 / 0.93-0.98 / 1.02-1.10 /
+#: 1.35-1.67x).
 LOG_CHUNK = 1 << 14
-DD_LOGS_MIN = 64
+DD_LOGS_MIN = 256
 #: Least kept innermost run (outputs) of a middle-axis layout walked in place, slab by slab,
 #: as columns; narrower runs make short column loops (rows of 2 or 3 measured 0.24-0.6x the
 #: kept-first copy's rows: docs/kernel-design.md).
