@@ -189,6 +189,20 @@ def test_log_sum_near_one_and_cancelling_sums_are_recomputed(dtype) -> None:
             np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
 
 
+@pytest.mark.parametrize("second", [False, True], ids=["first half", "second half"])
+def test_float64_log_sum_suspects_of_one_half_reach_the_exact_path(second, monkeypatch):
+    """Two threads, sums near 1 (suspects) in one half only: the other half's "none" joins
+    as no suspect, and the near-1 rows are recomputed (within the contract)."""
+    monkeypatch.setattr(derived, "ONE_CALL_THREADED_BYTES", 1024)
+    monkeypatch.setattr(derived, "num_threads", lambda: 2)
+    data = np.abs(np.random.default_rng(6).standard_normal((64, 300))) * 3
+    near = slice(32, 64) if second else slice(0, 32)
+    data[near] /= data[near].sum(axis=1, keepdims=True)
+    got = _fast("ReduceLogSum", data, (1,))
+    _assert_within("ReduceLogSum", got, data, (1,))
+    assert np.all(np.abs(got[near]) < 1e-12)
+
+
 def test_narrow_logs_flags_only_what_the_bound_cannot_vouch_for() -> None:
     """The suspects of float32 logs: a sum near 1, a sum whose magnitudes (bounded by the
     norm) dwarf it, a sum of uncertain sign; not a plain sum far from 1."""

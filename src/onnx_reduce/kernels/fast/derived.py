@@ -198,14 +198,21 @@ def _one_call(op: str, data: np.ndarray, plan: ReductionPlan) -> np.ndarray | No
         found = _values(op, walk, tree)
     else:
         first, second = _in_two_threads(_values, [(op, half, tree) for half in _halves(walk)])
-        found = None if first is None or second is None else (
-            np.concatenate([first[0], second[0]]),
-            None if first[1] is None else np.concatenate([first[1], second[1]]))
+        found = None if first is None or second is None else _joined(first, second)
     if found is None:
         return None
     values, mask = found
     _refine(data, plan, values, mask)
     return values
+
+
+def _joined(first: tuple, second: tuple) -> tuple[np.ndarray, np.ndarray | None]:
+    """(values, suspects) of two halves as one; the suspects None when neither has one."""
+    values = np.concatenate([first[0], second[0]])
+    if first[1] is None and second[1] is None:
+        return values, None
+    return values, np.concatenate([np.zeros(part[0].size, np.bool_) if part[1] is None
+                                   else part[1] for part in (first, second)])
 
 
 def _values(op: str, walk: tuple, tree: states.Tree
@@ -224,13 +231,13 @@ def _values(op: str, walk: tuple, tree: states.Tree
 
 
 def _logs_of_sums(head: np.ndarray, tail: np.ndarray, acc: np.dtype, tree: states.Tree
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """(values, suspects) of float64 ReduceLogSum from its double-double sums and sums of
+                  ) -> tuple[np.ndarray, np.ndarray | None]:
+    """(values, suspects or None) of float64 ReduceLogSum from its double-double sums and sums of
     magnitudes (:func:`.state_rows.one_call_log_sums`): the state's finish (the log of the
     sum rounded into ``acc``, rounded once to float64; :func:`_dd_logs` where it certainly
     gives the same value) and its suspects test, LOG_CHUNK outputs at a time."""
     m = head.size // 2
-    values, mask = np.empty(m), np.empty(m, np.bool_)
+    values, mask = np.empty(m), None
     unsure = np.empty(min(m, LOG_CHUNK), np.bool_)
     for a in range(0, m, LOG_CHUNK):
         b = min(a + LOG_CHUNK, m)
@@ -244,8 +251,11 @@ def _logs_of_sums(head: np.ndarray, tail: np.ndarray, acc: np.dtype, tree: state
             elif left:
                 rest = a + np.flatnonzero(unsure[:b - a])
                 values[rest] = np.log(np.add(head[rest], tail[rest], dtype=acc))
-        mask[a:b] = _log_sum_suspects(head[a:b], tail[a:b], head[m + a:m + b],
-                                      tail[m + a:m + b], values[a:b], tree, acc, total)
+        part = _log_sum_suspects(head[a:b], tail[a:b], head[m + a:m + b], tail[m + a:m + b],
+                                 values[a:b], tree, acc, total)
+        if part is not None:
+            mask = np.zeros(m, np.bool_) if mask is None else mask
+            mask[a:b] = part
     return values, mask
 
 
@@ -342,14 +352,16 @@ def _in_two_threads(function, calls) -> list:
 
 def _log_sum_suspects(head: np.ndarray, tail: np.ndarray, magnitude_head: np.ndarray,
                       magnitude_tail: np.ndarray, values: np.ndarray, tree: states.Tree,
-                      acc: np.dtype, total: np.ndarray | None = None) -> np.ndarray:
+                      acc: np.dtype, total: np.ndarray | None = None) -> np.ndarray | None:
     """:func:`..states.suspects` of float64 ReduceLogSum's ``values`` from its double-double
-    sums and sums of magnitudes: the outputs that :func:`_clear_logs` cannot clear by a wide
-    margin get the state path's test itself (on the sums rounded into the accumulator
-    ``acc``: ``total``, when the caller has them)."""
+    sums and sums of magnitudes (None: none): the outputs that :func:`_clear_logs` cannot
+    clear by a wide margin get the state path's test itself (on the sums rounded into the
+    accumulator ``acc``: ``total``, when the caller has them)."""
     gamma, v = states.log_sum_bound(_F64, tree)
     clear = np.empty(values.size, np.bool_)
-    _clear_logs(head, magnitude_head, values, gamma, v, tolerance_ulps(_F64) - 0.5, clear)
+    if not _clear_logs(head, magnitude_head, values, gamma, v, tolerance_ulps(_F64) - 0.5,
+                       clear):
+        return None
     mask = np.zeros(values.size, np.bool_)
     rest = np.flatnonzero(~clear)
     if rest.size:
@@ -373,8 +385,10 @@ def _clear_logs(total, magnitude, values, gamma, v, room_ulps, clear):  # pragma
     its sum ``total`` positive and above 4 times a normal bound ``E = gamma * magnitude``,
     and ``E / (S - E) + 2 v |r|`` below ``room_ulps`` of the spacing below ``|r|`` (normal:
     from ``r``'s exponent bits, a vector loop) by the relative margin _MARGIN. The same test
-    in float64 instead of the accumulator: the margin covers the difference."""
+    in float64 instead of the accumulator: the margin covers the difference. Returns how many
+    it cannot clear."""
     bits = values.view(np.int64)
+    left = 0
     spacing = np.empty(values.size)
     spacing_bits = spacing.view(np.int64)
     for i in range(total.size):
@@ -386,6 +400,8 @@ def _clear_logs(total, magnitude, values, gamma, v, room_ulps, clear):  # pragma
         clear[i] = (error >= 2.0**-1000 and s >= 4.0 * error and s < math.inf
                     and biased >= 1 and field < 0x7FF
                     and bound < room_ulps * spacing[i] * (1.0 - _MARGIN))
+        left += not clear[i]
+    return left
 
 
 def _walk_of(data: np.ndarray, plan: ReductionPlan) -> tuple | None:
