@@ -294,9 +294,7 @@ def _dd_logs(head, tail, values, unsure):  # pragma: no cover - compiled
         yh, yl = two_sum(y0, c)
         r = yh + yl
         off = abs((yh - r) + yl)
-        bits = as_int64(r)
-        field = (bits >> 52) & 0x7FF
-        below = field - 53 - ((bits & _FRACTION) == 0)  # half the spacing below r, biased
+        below = _spacing_below(as_int64(r))[0] - 1  # half the spacing below r, biased
         half = as_float64(max(below, 1) << 52)
         bound = off + _DD_LOG_ERROR + _LD_LOG_ERROR * abs(r) + _LD_LOG_FLOOR
         sure = below >= 1 and bound < half * (1.0 - _MARGIN)
@@ -379,6 +377,15 @@ _MARGIN = 2.0**-30
 _FRACTION = (1 << 52) - 1
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _spacing_below(bits):  # pragma: no cover - compiled
+    """(the biased exponent of the spacing of float64s just below ``|r|``, ``r``'s exponent
+    field), from ``r``'s int64 ``bits``: at a power of two the spacing below is half the one
+    above."""
+    field = (bits >> 52) & 0x7FF
+    return field - 52 - ((bits & _FRACTION) == 0), field
+
+
 @njit(cache=True, nogil=True, error_model="numpy")  # x / 0 is inf or NaN, as in numpy
 def _clear_logs(total, magnitude, values, gamma, v, room_ulps, clear):  # pragma: no cover
     """``clear`` where :func:`..exact_log_sum.log_sum_suspects` certainly passes an output:
@@ -392,8 +399,7 @@ def _clear_logs(total, magnitude, values, gamma, v, room_ulps, clear):  # pragma
     spacing = np.empty(values.size)
     spacing_bits = spacing.view(np.int64)
     for i in range(total.size):
-        field = (bits[i] >> 52) & 0x7FF
-        biased = field - 52 - ((bits[i] & _FRACTION) == 0)  # of the spacing below |r|
+        biased, field = _spacing_below(bits[i])
         spacing_bits[i] = max(biased, 1) << 52
         s, error = total[i], gamma * magnitude[i]
         bound = (error / (s - error) + 2.0 * v * abs(values[i])) * (1.0 + _MARGIN)
