@@ -6,7 +6,7 @@ import math
 import mpmath
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from onnx_reduce.kernels.gradients import data_gradient
@@ -53,12 +53,23 @@ def test_log_sum_exp_gradient_is_the_exact_softmax(values):
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.floats(-1e150, 1e150, allow_nan=False), min_size=1, max_size=12))
+@example([2.2250738585e-313, 2.2250738585e-313])  # a subnormal norm: its rounding is 5e-12
+@example([5e-324, -1.5e-323, 2e-310])
 def test_l2_gradient_is_x_over_the_exact_norm(values):
     x = np.array(values)
     norm = mpmath.sqrt(mpmath.fsum(mpmath.mpf(v) ** 2 for v in values))
     got = _grad("ReduceL2", x, (0,), [float(norm)])
     want = [0.0 if norm == 0 else float(mpmath.mpf(v) / norm) for v in values]
     np.testing.assert_allclose(got, want, rtol=4e-16, atol=0)
+
+
+def test_float32_l2_gradient_uses_a_float64_norm():
+    """A float32 norm is off by up to half an ulp: weights from it would be off by one here."""
+    x = np.array([0.8216181397438049, 0.3304370641708374, -1.3031572103500366], dtype=np.float32)
+    norm = mpmath.sqrt(mpmath.fsum(mpmath.mpf(float(v)) ** 2 for v in x))
+    got = _grad("ReduceL2", x, (0,), [np.float32(norm)])
+    want = np.array([float(mpmath.mpf(float(v)) / norm) for v in x], dtype=np.float32)
+    assert np.array_equal(got, want)
 
 
 def test_float32_log_sum_exp_gradient_uses_a_float64_result():

@@ -18,7 +18,9 @@ to what they sum to elsewhere (1 for ReduceLogSumExp): a slice of all −inf (y 
 the weight evenly among its +inf elements (the softmax's limit as they grow together), others 0;
 a ReduceL2 slice holding ±inf gives its infinite elements sign(x)/√k (k of them), others 0. A
 slice holding NaN has NaN weights (its result is NaN). float16, bfloat16 and float32 weights are
-computed in float64 (for ReduceLogSumExp from a float64 result) and rounded once.
+computed in float64 (for ReduceLogSumExp and ReduceL2 from a float64 result) and rounded once. A
+float64 ReduceL2 norm in the subnormal range is recomputed from the data scaled by a power of two:
+its own rounding would be up to 2**-1074 / y relative, in every weight of the slice.
 """
 
 from __future__ import annotations
@@ -62,9 +64,9 @@ def kept_shape(plan: ReductionPlan) -> tuple[int, ...]:
 
 
 def _wide_result(op: str, plan: ReductionPlan, data: np.ndarray, result: np.ndarray) -> np.ndarray:
-    """The result in float64: narrow-float ReduceLogSumExp results are recomputed in float64
-    (the rounded one would shift every exponent by its rounding error, |y| ulps)."""
-    if op == "ReduceLogSumExp" and data.dtype != np.float64:
+    """The result in float64: narrow-float ReduceLogSumExp and ReduceL2 results are recomputed in
+    float64 (the rounded one would shift every exponent by |y| ulps, or every weight by one)."""
+    if op in ("ReduceLogSumExp", "ReduceL2") and data.dtype != np.float64:
         return np.asarray(run_kernel(op, data.astype(np.float64), plan))
     return np.asarray(result).astype(np.float64, copy=False)
 
@@ -72,12 +74,28 @@ def _wide_result(op: str, plan: ReductionPlan, data: np.ndarray, result: np.ndar
 def _l2_weight(plan: ReductionPlan, x: np.ndarray, norm: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         weight = np.where(norm == 0, 0.0, x / norm)
+        subnormal = (norm > 0) & (norm < _SMALLEST_NORMAL)
+        if subnormal.any():
+            weight = np.where(subnormal, _scaled_l2_weight(plan, x), weight)
         if np.isposinf(norm).any():
             infinite = np.isinf(x)
             count = infinite.sum(axis=plan.axes, keepdims=True)
             shared = np.where(infinite, np.sign(x) / np.sqrt(count), 0.0)
             weight = np.where(np.isposinf(norm), shared, weight)
     return weight
+
+
+_SMALLEST_NORMAL = np.finfo(np.float64).tiny
+_SUBNORMAL_SCALE = 2.0**600  # a subnormal-norm slice becomes normal and none of it overflows
+
+
+def _scaled_l2_weight(plan: ReductionPlan, x: np.ndarray) -> np.ndarray:
+    """x / ‖x‖ from x scaled by 2**600, for slices whose norm is subnormal (exact scaling: their
+    elements are all below 2**-1022); other slices may overflow here and are not used."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaled = x * _SUBNORMAL_SCALE
+        norm = np.asarray(run_kernel("ReduceL2", scaled, plan)).reshape(kept_shape(plan))
+        return scaled / norm
 
 
 def _softmax_weight(plan: ReductionPlan, x: np.ndarray, lse: np.ndarray) -> np.ndarray:
