@@ -34,7 +34,7 @@ from numba import njit
 
 from ...spec.dtypes import is_float
 from ..states import ZERO_SCALE
-from ._common import REASSOC, storage_view, two_sum, widen
+from ._common import REASSOC, ordered_two_sum, storage_view, two_sum, widen
 from ._exp import exp_nonpos
 from ._lanes import fma
 
@@ -130,11 +130,11 @@ def _lse_tails(base, m, n, rs, cs, peak, head, tail, ties):  # pragma: no cover 
             for j0 in range(0, full, LANES):
                 for k in range(LANES):
                     v = widen(row[j0 + k])
-                    _accumulate(hi, lo, k, _exp_term(v, top), 0.0)
+                    _accumulate(hi, lo, k, _exp_term(v, top), 0.0, True)
                     count[k] += 1.0 if v == top else 0.0
             for k in range(n - full):
                 v = widen(row[full + k])
-                _accumulate(hi, lo, k, _exp_term(v, top), 0.0)
+                _accumulate(hi, lo, k, _exp_term(v, top), 0.0, True)
                 count[k] += 1.0 if v == top else 0.0
             head[i], tail[i] = _lanes_total(hi, lo)
             ties[i] = count.sum()
@@ -146,7 +146,7 @@ def _lse_tails(base, m, n, rs, cs, peak, head, tail, ties):  # pragma: no cover 
         col = base[j * cs:j * cs + m]
         for i in range(m):
             v = widen(col[i])
-            _accumulate(head, tail, i, _exp_term(v, peak[i]), 0.0)
+            _accumulate(head, tail, i, _exp_term(v, peak[i]), 0.0, True)
             ties[i] += 1.0 if v == peak[i] else 0.0
 
 
@@ -215,10 +215,11 @@ def _short_peaks(base, m, n, rs, magnitude, peak):  # pragma: no cover - compile
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _accumulate(hi, lo, k, h, e):  # pragma: no cover - compiled
-    """Lane ``k``'s double-double ``hi[k] + lo[k]`` gains ``h + e`` (``e`` a low part): TwoSum
-    of the high parts, its error and ``e`` into the low."""
-    s, err = two_sum(hi[k], h)
+def _accumulate(hi, lo, k, h, e, nonneg):  # pragma: no cover - compiled
+    """Lane ``k``'s double-double ``hi[k] + lo[k]`` gains ``h + e`` (``e`` a low part): the
+    high parts' sum and exact error (:func:`._common.ordered_two_sum`; ``nonneg``: the lanes
+    and terms are >= 0), that error and ``e`` into the low."""
+    s, err = ordered_two_sum(hi[k], h, nonneg)
     hi[k] = s
     lo[k] += err + e
 
@@ -282,11 +283,11 @@ def _lane_rows(base, m, n, rs, squares, magnitude, scale, rescale, head,
                 for k in range(LANES):
                     v = widen(row[j0 + k])
                     h, e = _term(abs(v) if part else v, f, g, squares)
-                    _accumulate(hi, lo, k, h, e)
+                    _accumulate(hi, lo, k, h, e, squares or part > 0)
             for k in range(n - full):
                 v = widen(row[full + k])
                 h, e = _term(abs(v) if part else v, f, g, squares)
-                _accumulate(hi, lo, k, h, e)
+                _accumulate(hi, lo, k, h, e, squares or part > 0)
             head[part * m + i], tail[part * m + i] = _lanes_total(hi, lo)
 
 
@@ -335,16 +336,16 @@ def _tile_lanes(buf, b, n, part, squares, scale, rescale, s, t, hi, lo):  # prag
                 for i in range(b):
                     v = col[i]
                     h, e = _term(abs(v) if part else v, scale[i], rescale[i], squares)
-                    _accumulate(hi, lo, i, h, e)
+                    _accumulate(hi, lo, i, h, e, squares or part > 0)
             for i in range(b):
-                _accumulate(s, t, i, hi[i], lo[i])
+                _accumulate(s, t, i, hi[i], lo[i], squares or part > 0)
             continue
         col = buf[k * TILE:k * TILE + b]
         for i in range(b):
             v = col[i]
             h, e = _term(abs(v) if part else v, scale[i], rescale[i], squares)
             lane, err = two_sum(0.0, h)
-            _accumulate(s, t, i, lane, 0.0 + (err + e))
+            _accumulate(s, t, i, lane, 0.0 + (err + e), squares or part > 0)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -373,7 +374,7 @@ def _dd_columns(base, m, n, cs, squares, magnitude, scale, rescale, head, tail):
             for i in range(m):
                 v = widen(col[i])
                 h, e = _term(abs(v) if part else v, scale[i], rescale[i], squares)
-                _accumulate(hi, lo, i, h, e)
+                _accumulate(hi, lo, i, h, e, squares or part > 0)
         for i in range(m):
             s, e = two_sum(hi[i], lo[i])
             head[part * m + i] = s

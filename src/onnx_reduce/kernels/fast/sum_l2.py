@@ -75,13 +75,13 @@ from ._common import (
     merged_dims,
     neumaier,
     next_outer,
+    ordered_two_sum,
     parallel_section,
     prefetch,
     reduced_dims,
     storage_dtype,
     store,
     threads_now,
-    two_sum,
     widen,
 )
 from ._common import flat_offset as _offset  # (shared with ._lanes)
@@ -1138,10 +1138,10 @@ def _term(base, a, square):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _two_sum_into(s, c, j, v):
-    """``s[j] += v``, the rounding error into ``c[j]`` (Knuth's TwoSum: branch-free, so the
-    loops over ``j`` vectorize)."""
-    s[j], e = two_sum(s[j], v)
+def _two_sum_into(s, c, j, v, square):
+    """``s[j] += v``, the rounding error into ``c[j]`` (:func:`._common.ordered_two_sum`:
+    branch-free, so the loops over ``j`` vectorize; sums of squares are not negative)."""
+    s[j], e = ordered_two_sum(s[j], v, square)
     c[j] += e
 
 
@@ -1236,7 +1236,7 @@ def _fold_lanes(t, tc, first, lanes, width, comp, s, c, o):
     for i in range(first, lanes, width):
         for j in range(width):
             if comp:
-                _two_sum_into(s, c, o + j, t[i + j])
+                _two_sum_into(s, c, o + j, t[i + j], False)
                 c[o + j] += tc[i + j]
             else:
                 s[o + j] += t[i + j]
@@ -1254,7 +1254,7 @@ def _add_each_row(base, off, r0, r1, rsz, rst, step, width, s, c, square):
         a = np.uint64(off + (r * rs if nr == 1 else _offset(r, rsz, rst, nr)))
         if comp:
             for j in range(np.uint64(width)):
-                _two_sum_into(s, c, j, _term(base, a + j * us, square))
+                _two_sum_into(s, c, j, _term(base, a + j * us, square), square)
         else:
             for j in range(np.uint64(width)):
                 s[j] += _term(base, a + j * us, square)
@@ -1281,9 +1281,9 @@ def _add_row_pairs(base, off, r0, r1, rsz, rst, width, s, c, square):
                               else _offset(r + h + 1, rsz, rst, nr)))
         if comp:
             for j in range(uw):
-                _two_sum_into(s, c, j, (_term(base, a0 + j, square)
-                                        + _term(base, a1 + j, square))
-                              + (_term(base, a2 + j, square) + _term(base, a3 + j, square)))
+                v = ((_term(base, a0 + j, square) + _term(base, a1 + j, square))
+                     + (_term(base, a2 + j, square) + _term(base, a3 + j, square)))
+                _two_sum_into(s, c, j, v, square)
         else:
             for j in range(uw):
                 s[j] += ((_term(base, a0 + j, square) + _term(base, a1 + j, square))
@@ -1310,7 +1310,7 @@ def _add_thirds(base, off, r0, r1, rsz, rst, width, s, c, square):
             for j in range(uw):
                 _two_sum_into(s, c, j, (_term(base, a0 + j, square)
                                         + _term(base, a1 + j, square))
-                              + _term(base, a2 + j, square))
+                              + _term(base, a2 + j, square), square)
         else:
             for j in range(uw):
                 s[j] += ((_term(base, a0 + j, square) + _term(base, a1 + j, square))
@@ -1543,9 +1543,9 @@ def _add_block(base, a, n_rows, width, square, comp, s, c, o, presum):
         a3 = a2 + uw
         if comp:
             for j in range(uw):
-                _two_sum_into(s, c, uo + j, (_term(base, a0 + j, square)
-                                             + _term(base, a1 + j, square))
-                              + (_term(base, a2 + j, square) + _term(base, a3 + j, square)))
+                v = ((_term(base, a0 + j, square) + _term(base, a1 + j, square))
+                     + (_term(base, a2 + j, square) + _term(base, a3 + j, square)))
+                _two_sum_into(s, c, uo + j, v, square)
         else:
             for j in range(uw):
                 s[uo + j] += ((_term(base, a0 + j, square) + _term(base, a1 + j, square))
@@ -1556,15 +1556,15 @@ def _add_block(base, a, n_rows, width, square, comp, s, c, o, presum):
             a0 = np.uint64(a + r * width)
             a1 = a0 + uw
             for j in range(uw):
-                t, e0 = two_sum(s[uo + j], _term(base, a0 + j, square))
-                s[uo + j], e1 = two_sum(t, _term(base, a1 + j, square))
+                t, e0 = ordered_two_sum(s[uo + j], _term(base, a0 + j, square), square)
+                s[uo + j], e1 = ordered_two_sum(t, _term(base, a1 + j, square), square)
                 c[uo + j] = (c[uo + j] + e0) + e1
         first = n_rows - (n_rows - first) % 2
     for r in range(first, n_rows):
         row = np.uint64(a + r * width)
         if comp:
             for j in range(uw):
-                _two_sum_into(s, c, uo + j, _term(base, row + j, square))
+                _two_sum_into(s, c, uo + j, _term(base, row + j, square), square)
         else:
             for j in range(uw):
                 s[uo + j] += _term(base, row + j, square)
