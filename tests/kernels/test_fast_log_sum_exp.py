@@ -320,6 +320,65 @@ def test_results_do_not_depend_on_threads(monkeypatch):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize(
+    ("shape", "dtype", "slabs"),
+    [
+        ((4096, 8, 16), np.float32, True),  # narrow columns, short reductions
+        ((1024, 8, 64), np.float64, True),  # float64 up to SMALL_COLUMNS_MAX_WIDTH
+        ((1024, 8, 64), np.float32, False),  # 256 bytes: the column kernel reads once
+        ((32, 4096, 16), np.float32, False),  # 4096 > 2 * 16**2: long columns
+        ((1024, 8, 256), np.float64, False),  # wider than SMALL_COLUMNS_MAX_WIDTH
+        ((8, 8, 16), np.float32, False),  # under PARALLEL_MIN: the one-thread kernels
+    ],
+)
+def test_slab_job_takes_large_narrow_middle_columns(shape, dtype, slabs):
+    plan = make_plan(Request(resolve("ReduceLogSumExp", 18), (1,), True, False), shape)
+    canon = lse_module.canonical(np.empty(shape, dtype), (1,))
+    job = lse_module.choose_job(canon, np.dtype(dtype), plan, contiguous=True)
+    assert (job.kernel is lse_module._slab_columns) == slabs
+    general = lse_module.choose_job(canon, np.dtype(dtype), plan)  # a strided view's choice
+    assert general.kernel is not lse_module._slab_columns
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_slab_pieces_match_mpmath_and_the_one_thread_kernel(dtype, monkeypatch):
+    """Slabs shared out across threads in pieces (here of 4 KiB: many pieces, uneven ones)
+    give each output the one-thread kernel's bits on any thread count; special values stay
+    in their slab; the front door's results are within the contract of mpmath's."""
+    import numba
+
+    monkeypatch.setattr(lse_module, "SLAB_PIECE_BYTES", 4096)
+    lse_module._JOBS.clear()
+    x = sample((4099, 8, 4), dtype, seed=31)
+    with np.errstate(over="ignore"):
+        x[5, 3, 1] = np.nan
+        x[4000, :, 2] = -np.inf
+        x[77, 2, 0] = np.inf
+        x[2050, :, 3] = np.array(3e38, np.float64).astype(np.float32).astype(dtype)
+    plan = make_plan(Request(resolve("ReduceLogSumExp", 18), (1,), True, False), x.shape)
+    job = lse_module.choose_job(lse_module.canonical(x, (1,)), x.dtype, plan, contiguous=True)
+    assert job.kernel is lse_module._slab_columns
+    assert job.args[0].shape[0] > 2  # pieces
+    storage = np.uint16 if x.dtype.itemsize == 2 else x.dtype
+    base = x.view(storage).reshape(-1)
+    geo = lse_module.memory_order_geometry(x.shape, (1,))
+    one = np.empty(x.size // 8, storage)
+    lse_module._small_columns(base, geo, one)  # the whole input on one thread
+    before = numba.get_num_threads()
+    try:
+        for threads in (1, before):
+            numba.set_num_threads(threads)
+            pieces = np.empty_like(one)
+            job.kernel(base, base, *job.args, pieces)
+            np.testing.assert_array_equal(pieces, one)
+    finally:
+        numba.set_num_threads(before)
+    got = fast_lse(x, (1,))  # the kernel's results, those under the bound's limit refined
+    lse_module._JOBS.clear()
+    picks = [5, 77, 2050, 4000, 4098]  # the specials' slabs and the last, uneven piece
+    assert_close(x[picks], (1,), got[picks])
+
+
 # ----------------------------------------------------------------------------- special values
 
 SPECIALS = [

@@ -23,13 +23,13 @@ from ..spec.dtypes import dtype_named
 
 #: (shape, axes) that take each kernel: small rows, columns, non-adjacent axes, wide columns
 #: (one thread); large rows, columns, three-stream rows, few outputs in pieces, many short
-#: rows (all threads).
+#: rows, slabs of narrow columns (all threads).
 LAYOUTS = {
     "small": [((8, 128), (1,)), ((128, 8), (0,)), ((8, 8, 16), (0, 2)), ((16, 512), (0,)),
               ((4, 64), None)],
     "large": [((1024, 1024), (1,)), ((1024, 1024), (0,)), ((16, 256, 256), (0, 2)),
               ((4, 1 << 18), (1,)), ((1 << 18, 4), (0,)), ((2, 70_000), (1,)),
-              ((1 << 15, 4), (1,))],
+              ((1 << 15, 4), (1,)), ((1024, 8, 16), (1,))],
 }
 
 

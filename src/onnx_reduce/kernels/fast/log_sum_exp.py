@@ -122,6 +122,10 @@ SHORT_ROW_BYTES = 1024
 #: Small arrays with a kept innermost run at most this wide take :func:`_small_columns`; wider
 #: runs the general column kernel (its four-rows-at-a-time loops win there).
 SMALL_COLUMNS_MAX_WIDTH = 128
+#: Large C-contiguous inputs whose slabs (a leading kept dim) hold such narrow columns share
+#: the slabs out across threads in pieces of at most this many bytes, each piece by
+#: :func:`_small_columns` (both of its passes read the piece from L2): :func:`_slab_job`.
+SLAB_PIECE_BYTES = 256 << 10
 #: Least elements in one piece of a split reduction; at most this many pieces per output set.
 MIN_PIECE = 1 << 15
 TARGET_TASKS = 16
@@ -158,7 +162,8 @@ def reduce_log_sum_exp(data: np.ndarray, plan: ReductionPlan) -> np.ndarray | No
         job = _JOBS.get(key)
         if job is None:
             canon = canonical(data, plan.axes)
-            job = _JOBS.put(key, (canon is not None and choose_job(canon, dtype, plan)) or False)
+            job = _JOBS.put(key, (canon is not None
+                                  and choose_job(canon, dtype, plan, contiguous=True)) or False)
         if not job:
             return None
         base = storage_view(data).reshape(-1)
@@ -256,12 +261,13 @@ class Job(NamedTuple):
     threaded: bool  # a parallel kernel: launched under parallel_section()
 
 
-def choose_job(canon: Canonical, dtype: np.dtype, plan: ReductionPlan, small: bool = False
-               ) -> Job | None:
+def choose_job(canon: Canonical, dtype: np.dtype, plan: ReductionPlan, small: bool = False,
+               contiguous: bool = False) -> Job | None:
     """The kernel for the canonical layout ``canon`` of a ``dtype`` input as ``plan`` says;
     None if not served. ``small``: a C-contiguous input under PARALLEL_MIN elements, whose
     rows and narrow columns take the one-call kernels (:func:`_small_rows`,
-    :func:`_small_columns`, walking :func:`._common.memory_order_geometry`)."""
+    :func:`_small_columns`, walking :func:`._common.memory_order_geometry`); ``contiguous``:
+    a C-contiguous input (large ones may go in slabs: :func:`_slab_job`)."""
     kept = canon.kept_sizes
     outputs = math.prod(kept)
     parallel = math.prod(plan.shape) >= PARALLEL_MIN
@@ -272,6 +278,9 @@ def choose_job(canon: Canonical, dtype: np.dtype, plan: ReductionPlan, small: bo
             return Job(_small_rows, (geo,), outputs, False)
         if sizes[-1] <= SMALL_COLUMNS_MAX_WIDTH:  # a narrow kept innermost run
             return Job(_small_columns, (geo,), outputs, False)
+    slabs = _slab_job(kept, dtype, plan) if contiguous and parallel else None
+    if slabs is not None:
+        return slabs
     n = _adjacent_rows(canon)
     if parallel and n and n * dtype.itemsize <= SHORT_ROW_BYTES:
         return Job(_short_rows, (canon.offset, n), outputs, True)
@@ -297,6 +306,33 @@ def choose_job(canon: Canonical, dtype: np.dtype, plan: ReductionPlan, small: bo
     if pieces > 1:
         return Job(_columns_split, (*args, pieces), outputs, True)
     return Job(_columns_parallel if parallel else _columns_serial, args, outputs, parallel)
+
+
+def _slab_job(kept: tuple[int, ...], dtype: np.dtype, plan: ReductionPlan) -> Job | None:
+    """:func:`_slab_columns` for a large C-contiguous input whose memory-order dims are
+    (kept, ..., kept) with a kept innermost run of at most SMALL_COLUMNS_MAX_WIDTH and a
+    reduced size of at most twice its square (longer columns pay for their row slices), for
+    float64 and for narrow floats' columns the row kernels would take (their column kernel
+    reads once, with guessed shifts). None otherwise.
+
+    >>> from onnx_reduce.plan import make_plan
+    >>> from onnx_reduce.spec import Request, resolve
+    >>> plan = make_plan(Request(resolve("ReduceLogSumExp", 18), (1,), True, False),
+    ...                  (4096, 8, 16))
+    >>> _slab_job((4096, 16), np.dtype(np.float32), plan).kernel.__name__
+    '_slab_columns'
+    """
+    geo = memory_order_geometry(plan.shape, plan.axes)
+    sizes, reduced, _ = merged_dims(geo)
+    width = int(sizes[-1])
+    if reduced[0] or reduced[-1] or sizes[0] < 2 or width > SMALL_COLUMNS_MAX_WIDTH:
+        return None
+    if plan.reduced_size > 2 * width * width:
+        return None
+    if dtype != np.float64 and not _narrow_columns(kept, dtype.itemsize, plan):
+        return None
+    nbytes = math.prod(plan.shape) * dtype.itemsize
+    return Job(_slab_columns, (_slab_pieces(geo, nbytes),), math.prod(kept), True)
 
 
 def _adjacent_rows(canon: Canonical) -> int:
@@ -1454,13 +1490,13 @@ def _small_rows(base, geo, out):
 
 @njit(cache=True)
 def _small_columns(base, geo, out):
-    """A small C-contiguous array whose innermost dim is kept (outer, middle layouts), any
-    reduced axes, one thread, in memory order: each row slice updates its adjacent outputs'
-    maxima (pass 1), then their terms and ties (pass 2). Indices are unsigned (no negative-
-    index wraparound code in the loops) and nothing is sliced per row: faster on narrow
-    slices than the general column kernel, whose work items have setup. Its setup and final
-    loop repeat :func:`_small_rows`' on purpose (docs/kernel-design.md, "Deliberate separation
-    and repetition").
+    """A small C-contiguous array whose innermost dim is kept (outer, middle layouts), or one
+    piece of a large one's slabs (:func:`_slab_columns`), any reduced axes, one thread, in
+    memory order: each row slice updates its adjacent outputs' maxima (pass 1), then their
+    terms and ties (pass 2). Indices are unsigned (no negative-index wraparound code in the
+    loops) and nothing is sliced per row: faster on narrow slices than the general column
+    kernel, whose work items have setup. Its setup and final loop repeat :func:`_small_rows`'
+    on purpose (docs/kernel-design.md, "Deliberate separation and repetition").
     """
     sizes, _, ost = merged_dims(geo)
     m = sizes.size
@@ -1516,6 +1552,46 @@ def _small_columns(base, geo, out):
                 peaks[o] = _from_key(bits, keys[o], mags[o])
     _finish_all(base, peaks, his, los, ties, sums[4])
     return _store_all(out, 0, sums[4])
+
+
+def _slab_pieces(geo: np.ndarray, nbytes: int) -> np.ndarray:
+    """The geometries of a memory-order ``geo``'s leading (kept) dim cut in near-equal pieces
+    of at most SLAB_PIECE_BYTES (at least two), one per row, with each piece's first slab
+    in the last column (:func:`_slab_columns`)."""
+    slabs = int(geo[1])
+    pieces = min(slabs, max(2, -(-nbytes // SLAB_PIECE_BYTES)))
+    rows = np.empty((pieces, geo.size + 1), np.int64)
+    for p in range(pieces):
+        first, last = slabs * p // pieces, slabs * (p + 1) // pieces
+        rows[p, :-1] = geo
+        rows[p, 1] = last - first
+        rows[p, -1] = first
+    rows.flags.writeable = False
+    return rows
+
+
+@njit(cache=True, parallel=True)
+def _slab_columns(base, bits, pieces, out):
+    """:func:`_small_columns` of each piece of a C-contiguous input's leading kept dim
+    (:func:`_slab_pieces`), the pieces shared out across threads: each output's arithmetic is
+    the one-thread kernel's, so the results do not depend on the thread count."""
+    inner = base.size // _slabs(pieces)  # elements per slab
+    for i in prange(pieces.shape[0]):
+        geo = pieces[i, :-1]
+        sizes, _, ost = merged_dims(geo)
+        first = pieces[i, -1]
+        count = sizes[0]
+        _small_columns(base[first * inner:(first + count) * inner], geo,
+                       out[first * ost[0]:(first + count) * ost[0]])
+
+
+@njit(cache=True, inline="always")
+def _slabs(pieces):
+    """The leading dim's size: the pieces' slabs added up."""
+    total = 0
+    for i in range(pieces.shape[0]):
+        total += pieces[i, 1]
+    return total
 
 
 #: The kernels that view their input's bits themselves (bound calls pass no bits).
