@@ -1070,6 +1070,7 @@ def _tiny_rows_cases():
         elif kind == 3:
             hit = rng.random(x.size) < rng.choice([0.01, 0.3])
             x[hit] = rng.choice(specials, hit.sum())
+        x.flags.writeable = False  # as the kernels get it: no writeable variant compiles
         yield x, n, stride, count, int(rng.integers(0, 3))
 
 
