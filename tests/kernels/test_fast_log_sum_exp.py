@@ -326,7 +326,8 @@ def test_results_do_not_depend_on_threads(monkeypatch):
         ((4096, 8, 16), np.float32, True),  # narrow columns, short reductions
         ((1024, 8, 64), np.float64, True),  # float64 up to SMALL_COLUMNS_MAX_WIDTH
         ((1024, 8, 64), np.float32, False),  # 256 bytes: the column kernel reads once
-        ((32, 4096, 16), np.float32, False),  # 4096 > 2 * 16**2: long columns
+        ((32, 4096, 16), np.float32, False),  # 4096 > 16**2: long columns
+        ((128, 128, 8), np.float64, False),  # 128 > 8**2 (measured 0.85-0.91x as slabs)
         ((1024, 8, 256), np.float64, False),  # wider than SMALL_COLUMNS_MAX_WIDTH
         ((8, 8, 16), np.float32, False),  # under PARALLEL_MIN: the one-thread kernels
     ],

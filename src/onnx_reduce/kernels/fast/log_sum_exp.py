@@ -311,7 +311,7 @@ def choose_job(canon: Canonical, dtype: np.dtype, plan: ReductionPlan, small: bo
 def _slab_job(kept: tuple[int, ...], dtype: np.dtype, plan: ReductionPlan) -> Job | None:
     """:func:`_slab_columns` for a large C-contiguous input whose memory-order dims are
     (kept, ..., kept) with a kept innermost run of at most SMALL_COLUMNS_MAX_WIDTH and a
-    reduced size of at most twice its square (longer columns pay for their row slices), for
+    reduced size of at most its square (longer columns pay for their row slices), for
     float64 and for narrow floats' columns the row kernels would take (their column kernel
     reads once, with guessed shifts). None otherwise.
 
@@ -327,7 +327,7 @@ def _slab_job(kept: tuple[int, ...], dtype: np.dtype, plan: ReductionPlan) -> Jo
     width = int(sizes[-1])
     if reduced[0] or reduced[-1] or sizes[0] < 2 or width > SMALL_COLUMNS_MAX_WIDTH:
         return None
-    if plan.reduced_size > 2 * width * width:
+    if plan.reduced_size > width * width:
         return None
     if dtype != np.float64 and not _narrow_columns(kept, dtype.itemsize, plan):
         return None
