@@ -44,7 +44,14 @@ from .. import blocks, states
 from ..exact_log_sum import log_sum_suspects, refine_log_sum
 from ..exact_lse import SAFETY, U, float_format, tolerance_ulps
 from ..reference import kept_first
-from ._common import num_threads, storage_dtype, store, two_sum
+from ._common import (
+    memory_order_geometry,
+    merged_dims,
+    num_threads,
+    storage_dtype,
+    store,
+    two_sum,
+)
 from ._exp import as_float64, as_int64, exp_split, log1p_from
 from ._lanes import fma
 from .state_rows import one_call_log_sums, one_call_sum_squares
@@ -449,27 +456,21 @@ def _row_geometry(shape: tuple[int, ...], axes: tuple[int, ...], nbytes: int
                   ) -> tuple[tuple, tuple] | None:
     """:func:`_row_walk` of a C-contiguous float64 array of ``shape`` (``nbytes``) reduced
     along ``axes``."""
-    runs: list[list] = []  # (reduced, elements) of each run of adjacent dims alike
-    for axis, size in enumerate(shape):
-        if size > 1:
-            if runs and runs[-1][0] == (axis in axes):
-                runs[-1][1] *= size
-            else:
-                runs.append([axis in axes, size])
+    sizes, reduced, _ = merged_dims(memory_order_geometry(shape, axes))  # runs of dims alike
     n = math.prod(shape[a] for a in axes)
     m = math.prod(shape) // n
-    pattern = [reduced for reduced, _ in runs]
-    if pattern in ([], [True], [False, True]):
+    pattern = [bool(r) for r in reduced]
+    if pattern in ([True], [False, True]):
         return (m, n, n, 1), (1, 0, True)
     if pattern == [True, False]:
         return (m, n, 1, m), (1, 0, True)
-    if pattern == [False, True, False] and runs[2][1] >= SLAB_MIN_WIDTH:
-        inner = runs[2][1]
+    if pattern == [False, True, False] and sizes[2] >= SLAB_MIN_WIDTH:
+        inner = int(sizes[2])
         return (inner, n, 1, inner), (m // inner, n * inner, True)
-    row = runs[-1][1]
+    row = int(sizes[-1])
     if pattern == [True, False, True] and (row >= SPLIT_MIN_ROW
                                            or nbytes >= ONE_CALL_THREADED_BYTES):
-        return (m, row, row, 1), (runs[0][1], m * row, False)
+        return (m, row, row, 1), (int(sizes[0]), m * row, False)
     return None
 
 

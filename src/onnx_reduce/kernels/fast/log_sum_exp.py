@@ -71,6 +71,7 @@ from ._common import (
     merged_dims,
     neumaier,
     next_outer,
+    ordered_two_sum,
     parallel_section,
     prefetch,
     reduced_dims,
@@ -1125,14 +1126,6 @@ def _terms_slice(seg, peaks, his, los, ties):
 
 
 @njit(cache=True, inline="always")
-def _neumaier(hi, lo, v):
-    """Neumaier's add for non-negative terms (no ``abs``: a select the loops vectorize, unlike
-    :func:`._common.neumaier`'s branches)."""
-    t = hi + v
-    return t, lo + ((hi - t) + v if hi >= v else (v - t) + hi)
-
-
-@njit(cache=True, inline="always")
 def _parts_below(x, m):
     """The float64 term of ``x`` as :func:`_term_parts`, (0, 0) unless ``x < m``."""
     v, rest = _term_parts(x, m)  # for every lane, then masked (the loops vectorize)
@@ -1212,9 +1205,8 @@ def _column_sums(base, bits, off, width, step, rs, rst, a, b, peaks, his, los, t
         _column_terms(base, bits, off, width, step, rs, rst, r, min(b, r + BLOCK),
                       (peaks, grid, rest, ties))
         for j in range(width):
-            hi, lo = _neumaier(his[j], los[j], grid[j])
-            his[j] = hi
-            los[j] = lo + rest[j]
+            his[j], err = ordered_two_sum(his[j], grid[j], True)  # terms are >= 0
+            los[j] = (los[j] + err) + rest[j]
 
 
 @njit(cache=True)
@@ -1534,10 +1526,8 @@ def _small_columns(base, geo, out):
                     v, rest = _term_parts(x, p)  # for every lane, then masked
                     v = v if x < p else 0.0
                     rest = rest if x < p else 0.0
-                    h = his[q]
-                    s = h + v
-                    los[q] += ((h - s) + v if h >= v else (v - s) + h) + rest
-                    his[q] = s
+                    his[q], err = ordered_two_sum(his[q], v, True)
+                    los[q] += err + rest
                     ties[q] += 1.0 if x == p else 0.0
             else:
                 for j in range(n_in):

@@ -252,7 +252,8 @@ def _dd_sums(base, m, n, rs, cs, squares, magnitude, scale, rescale, head,
     """Double-double sums over rows ``i < m`` of ``n`` terms ``base[i*rs + j*cs]``: the
     terms, their magnitudes too (``magnitude``: into ``head[m:]``, ``tail[m:]``), or their
     exact squares after scaling by ``scale[i] * rescale[i]`` (``squares``). Each row in
-    LANES lanes (term ``j`` into lane ``j % LANES`` by TwoSum), the lanes totalled in order.
+    LANES lanes (term ``j`` into lane ``j % LANES``, :func:`_accumulate`), the lanes totalled
+    in order.
     ``head`` is a plain float64 sum of the terms' high parts, so not finite when one of them
     is not or a partial sum overflows (the caller redoes those rows)."""
     if cs != 1:
@@ -616,13 +617,13 @@ def _slab_square_values(base, m, n, rs, cs, count, stride, out):  # pragma: no c
 def _summed_square_values(base, m, n, rs, cs, count, stride, out):  # pragma: no cover
     """``out[i]``: the sum of squares of row ``i`` of every slab (the rows from
     ``base[s*stride]``, ``s < count``), each slab's unscaled double-double sums added into
-    one by TwoSum; True (not served) where a total is not finite or under _LEAST_UNSCALED
-    (an inf or NaN, squares out of range, zeros: the general path then)."""
+    one by :func:`_add_dd`; True (not served) where a total is not finite or under
+    _LEAST_UNSCALED (an inf or NaN, squares out of range, zeros: the general path then)."""
     head, tail = np.zeros(m), np.zeros(m)
     h, t, ones = np.empty(m), np.empty(m), np.ones(m)
     for s in range(count):
         _dd_sums(base[s * stride:], m, n, rs, cs, True, False, ones, ones, h, t)
-        _add_dd(head, tail, h, t)
+        _add_dd(head, tail, h, t, True)
     for i in range(m):
         if not (head[i] >= _LEAST_UNSCALED and head[i] < math.inf):
             return True
@@ -631,13 +632,11 @@ def _summed_square_values(base, m, n, rs, cs, count, stride, out):  # pragma: no
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _add_dd(head, tail, h, t):  # pragma: no cover - compiled
-    """Double-doubles ``head + tail`` gain ``h + t``, element by element (TwoSum of the
-    heads, its error and ``t`` into the tails)."""
+def _add_dd(head, tail, h, t, nonneg):  # pragma: no cover - compiled
+    """Double-doubles ``head + tail`` gain ``h + t``, element by element (:func:`_accumulate`;
+    ``nonneg``: all of them >= 0)."""
     for i in range(head.size):
-        s, err = two_sum(head[i], h[i])
-        head[i] = s
-        tail[i] += err + t[i]
+        _accumulate(head, tail, i, h[i], t[i], nonneg)
 
 
 @njit(cache=True, nogil=True)
@@ -659,7 +658,7 @@ def _slab_sums(base, m, n, rs, cs, count, stride, head, tail):  # pragma: no cov
 
 @njit(cache=True, nogil=True)
 def _summed_sums(base, m, n, rs, cs, count, stride, head, tail):  # pragma: no cover
-    """:func:`_sums_with_magnitudes` of row ``i`` of every slab added up (by TwoSum, as
+    """:func:`_sums_with_magnitudes` of row ``i`` of every slab added up (by :func:`_add_dd`, as
     :func:`_summed_square_values`), then normalized; whether a row holds inf or NaN or a
     total passes the range."""
     h, t, bad = np.empty(2 * m), np.empty(2 * m), np.empty(m, np.bool_)
@@ -668,7 +667,7 @@ def _summed_sums(base, m, n, rs, cs, count, stride, head, tail):  # pragma: no c
     for s in range(count):
         if _sums_with_magnitudes(base[s * stride:], m, n, rs, cs, h, t, bad):
             return True
-        _add_dd(head, tail, h, t)
+        _add_dd(head, tail, h, t, False)
     for i in range(2 * m):
         head[i], tail[i] = two_sum(head[i], tail[i])
         if not math.isfinite(head[i]):
