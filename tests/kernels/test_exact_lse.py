@@ -144,6 +144,54 @@ def test_results_beyond_triple_double_reach_mpmath(path, monkeypatch):
 def test_the_first_stage_is_double_double_without_numba(monkeypatch):
     monkeypatch.setitem(sys.modules, "onnx_reduce.kernels.fast.extended", None)
     assert exact_lse.first_stage() is exact_lse.double_double_lse
+    assert exact_lse.stages() == ((exact_lse.double_double_lse, 0.0),)
+
+
+def _stage_calls(monkeypatch) -> tuple[list, list]:
+    """The rows each call of the double- and the triple-double stage gets (patched where
+    :func:`exact_lse.stages` imports them)."""
+    extended = pytest.importorskip("onnx_reduce.kernels.fast.extended")
+    calls: tuple[list, list] = ([], [])
+    for name, record in zip(("dd_lse_rows", "td_lse_rows"), calls, strict=True):
+        original = getattr(extended, name)
+        monkeypatch.setattr(extended, name,
+                            lambda rows, record=record, original=original:
+                            record.append(len(rows)) or original(rows))
+    return calls
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_float32_suspects_are_decided_in_double_double(path, monkeypatch):
+    """float32 log-softmax rows (every output suspect) need far less than triple-double: the
+    double-double stage decides them all."""
+    cheap, precise = _stage_calls(monkeypatch)
+    x = log_softmax_rows(200, 16, np.float32, seed=5)
+    assert_within_contract(x, [1], path)
+    assert sum(cheap) == 200
+    assert not precise
+
+
+@pytest.mark.parametrize("path", ["fast", "fast-general"])
+def test_float64_pairs_are_decided_in_double_double(path, monkeypatch):
+    """float64 pairs of normal data: about half their LSEs are under 1 (suspect on the fast
+    path), none near enough to 0 to need more than double-double."""
+    cheap, precise = _stage_calls(monkeypatch)
+    x = np.random.default_rng(9).standard_normal((3000, 2))
+    assert_within_contract(x, [1], path)
+    assert sum(cheap) > 1000
+    assert not precise
+
+
+@pytest.mark.parametrize("path", ["fast", "fast-general"])
+def test_float64_results_near_0_skip_double_double(path, monkeypatch):
+    """float64 log-softmax rows (LSE ~1e-17, under DD_FLOOR) go straight to triple-double;
+    the pairs beside them (LSE ~0.5) take double-double."""
+    cheap, precise = _stage_calls(monkeypatch)
+    x = np.concatenate([log_softmax_rows(50, 2, np.float64, seed=6),
+                        np.array([[-0.2, -0.9], [-0.1, -1.5]])])
+    assert_within_contract(x, [1], path)
+    assert sum(cheap) == 2
+    assert sum(precise) == 50
 
 
 # ----------------------------------------------------------------------------- the machinery

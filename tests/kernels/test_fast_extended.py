@@ -43,12 +43,14 @@ def _families() -> dict[str, np.ndarray]:
     }
 
 
+@pytest.mark.parametrize("stage", ["td_lse_rows", "dd_lse_rows"])
 @pytest.mark.parametrize("family", list(_families()))
-def test_rows_within_their_bound(family):
-    """Every row within its bound; where the result is near 0 (the bound's last term, on the
-    result's magnitude, is negligible) within a 64th of it: the bound is not vacuous."""
+def test_rows_within_their_bound(family, stage):
+    """Every row within its bound (triple- and double-double); where the result is near 0 (the
+    bound's last term, on the result's magnitude, is negligible) within a 64th of it: the bound
+    is not vacuous."""
     rows = _families()[family]
-    head, tail, bound = extended.td_lse_rows(np.ascontiguousarray(rows))
+    head, tail, bound = getattr(extended, stage)(np.ascontiguousarray(rows))
     with mpmath.workprec(PREC):
         for row, h, t, b in zip(rows, head, tail, bound, strict=True):
             error = abs(mpmath.mpf(h) + t - _exact_lse(row))
@@ -57,19 +59,29 @@ def test_rows_within_their_bound(family):
                 assert error <= b / 64, family
 
 
+@pytest.mark.parametrize("stage", ["td_lse_rows", "dd_lse_rows"])
 @pytest.mark.parametrize(("count", "length"), [(1, 40_000), (2_500, 7), (3, 16_384)])
-def test_blocks_of_rows_and_rows_longer_than_a_block(count, length):
+def test_blocks_of_rows_and_rows_longer_than_a_block(count, length, stage):
     """Rows cut into blocks of BLOCK elements (the last one short) or one row longer than a
-    block: each row's result is the one it gets alone."""
-    rng = np.random.default_rng(5)
-    rows = rng.standard_normal((count, length)) - 3.0
-    head, tail, _ = extended.td_lse_rows(rows)
+    block: each row's result is the one it gets alone, within 2**-95 relative."""
+    rows = np.random.default_rng(5).standard_normal((count, length)) - 3.0
+    rows_of = getattr(extended, stage)
+    head, tail, _ = rows_of(rows)
     for i in (0, count // 2, count - 1):
-        alone = extended.td_lse_rows(rows[i:i + 1])
+        alone = rows_of(rows[i:i + 1])
         assert (head[i], tail[i]) == (alone[0][0], alone[1][0])
     with mpmath.workprec(PREC):
         want = _exact_lse(rows[-1])
-        assert abs(mpmath.mpf(head[-1]) + tail[-1] - want) <= abs(want) * mpmath.mpf(2) ** -100
+        assert abs(mpmath.mpf(head[-1]) + tail[-1] - want) <= abs(want) * mpmath.mpf(2) ** -95
+
+
+def test_double_double_bounds_decide_float64_results_away_from_0():
+    """The double-double stage's bound (what lets it decide float64 results): under 2**-88 for
+    rows of up to 2**16 elements with maxima and logs under 30 in magnitude."""
+    rng = np.random.default_rng(8)
+    for length in (2, 100, 1 << 16):
+        rows = rng.standard_normal((2, length)) * 5
+        assert np.all(extended.dd_lse_rows(rows)[2] < 2.0**-88), length
 
 
 def test_threads_take_runs_of_whole_blocks_with_one_threads_results(monkeypatch):

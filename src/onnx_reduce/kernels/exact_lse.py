@@ -8,8 +8,9 @@ exact result: ``bound > (tolerance - 1/2) * ulp_below(r)``. That only happens wh
 small against the shift (the log-sum nearly cancels the maximum), so the test is one compare,
 ``|r| < threshold(dtype, n)``. Suspect outputs are recomputed here from their input slices:
 
-1. in triple-double arithmetic, compiled (:func:`.fast.extended.td_lse_rows`, about 150
-   bits), or without numba in double-double (:func:`double_double_lse`, numpy, vectorized
+1. compiled, in double-double (:func:`.fast.extended.dd_lse_rows`, about 104 bits), then
+   the outputs it leaves undecided in triple-double (:func:`.fast.extended.td_lse_rows`, about
+   150 bits); without numba in double-double (:func:`double_double_lse`, numpy, vectorized
    over the suspect slices): ``x - m`` exact by TwoDiff, ``exp`` by range reduction and a
    Taylor series, a pairwise sum, ``log`` by a Newton step on the ``exp``; each with its
    error bound ``E``;
@@ -30,6 +31,7 @@ Specials (NaN, +-inf), single-element reductions and integers never come here.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from functools import lru_cache
 
@@ -38,6 +40,9 @@ import numpy as np
 
 from ..spec.dtypes import EXTENDED, bfloat16
 from .rounding import round_to
+
+#: A stage of the recomputation: float64 rows -> (head, tail, bound) of each row's LSE.
+Stage = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 __all__ = [
     "decide", "double_double_lse", "fast_bound", "first_stage", "flagged_rows", "float_format",
@@ -49,6 +54,10 @@ U = 2.0**-53
 MAX_BITS = 4096
 #: Elements gathered per batch of suspect slices (float64 copies: 8 MiB).
 BATCH_ELEMENTS = 1 << 20
+#: Outputs :func:`decide` takes at a time.
+DECIDE_SLICE = 8192
+#: float64 first results under this skip the double-double stage (:func:`stages`).
+DD_FLOOR = 2.0**-36
 _PRECISION = {np.dtype(np.float16): 11, bfloat16: 8, np.dtype(np.float32): 24,
               np.dtype(np.float64): 53}
 _EMIN = {np.dtype(np.float16): -14, bfloat16: -126, np.dtype(np.float32): -126,
@@ -137,7 +146,7 @@ def refine_log_sum_exp(view: np.ndarray, nkept: int, result: np.ndarray, mask: n
     ``result``; ``view`` has the kept axes first, the reduced ones last."""
     flat = result.reshape(-1)
     for batch, rows in flagged_rows(view, nkept, mask):
-        flat[batch] = _refined(rows, result.dtype)
+        flat[batch] = _refined(rows, result.dtype, flat[batch])
 
 
 def flagged_rows(view: np.ndarray, nkept: int, mask: np.ndarray):
@@ -153,13 +162,35 @@ def flagged_rows(view: np.ndarray, nkept: int, mask: np.ndarray):
         yield batch, picked.reshape(batch.size, n).astype(np.float64)
 
 
-def _refined(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """The LSE of each float64 row (finite result), rounded to ``dtype`` within the contract."""
-    head, tail, bound = first_stage()(rows)
-    values, decided = decide(head, tail, bound, dtype)
-    for i in np.flatnonzero(~decided):
+def _refined(rows: np.ndarray, dtype: np.dtype, first: np.ndarray) -> np.ndarray:
+    """The LSE of each float64 row (finite result), rounded to ``dtype`` within the contract:
+    each of :func:`stages` on the rows still undecided, then mpmath. ``first``: the first
+    results (float64 ones under a stage's floor skip it)."""
+    values = np.empty(rows.shape[0], dtype)
+    pending = np.ones(rows.shape[0], bool)
+    magnitude = np.abs(first.astype(np.float64))
+    for stage, floor in stages():
+        tried = np.flatnonzero(pending & ((magnitude >= floor) | (dtype != np.float64)))
+        if tried.size:
+            part = rows if tried.size == rows.shape[0] else rows[tried]
+            got, decided = decide(*stage(part), dtype)
+            values[tried[decided]] = got[decided]
+            pending[tried[decided]] = False
+    for i in np.flatnonzero(pending):
         values[i] = _mpmath_lse(rows[i], dtype)
     return values
+
+
+def stages() -> tuple[tuple[Stage, float], ...]:
+    """(stage, floor) cheapest first: compiled double-double (about a third of triple-double's
+    cost), then :func:`first_stage`; without numba :func:`first_stage` alone. A float64 first
+    result under ``floor`` in magnitude skips the stage: double-double's bound, ~2**-90, leaves
+    float64 results within ~2**-39 of 0 undecided."""
+    try:
+        from .fast.extended import dd_lse_rows
+    except ImportError:
+        return ((first_stage(), 0.0),)
+    return ((dd_lse_rows, DD_FLOOR), (first_stage(), 0.0))
 
 
 def first_stage():
@@ -174,7 +205,19 @@ def first_stage():
 
 def decide(head: np.ndarray, tail: np.ndarray, bound: np.ndarray, dtype: np.dtype):
     """Round ``head + tail`` to ``dtype``; decided where ``[r - bound, r + bound]`` rounds to
-    one value, or where ``bound`` is within the contract's room."""
+    one value, or where ``bound`` is within the contract's room. In slices of
+    :data:`DECIDE_SLICE`: larger temporaries are mapped and faulted in afresh by malloc (72,000
+    outputs at once: 4x slower, measured)."""
+    if head.size <= DECIDE_SLICE:
+        return _decide(head, tail, bound, dtype)
+    value, decided = np.empty(head.size, dtype), np.empty(head.size, bool)
+    for start in range(0, head.size, DECIDE_SLICE):
+        part = slice(start, start + DECIDE_SLICE)
+        value[part], decided[part] = _decide(head[part], tail[part], bound[part], dtype)
+    return value, decided
+
+
+def _decide(head: np.ndarray, tail: np.ndarray, bound: np.ndarray, dtype: np.dtype):
     estimate = head + tail
     widened = bound + U * np.abs(head) * (dtype != np.float64)
     low = round_to(head + (tail - widened), dtype)
@@ -191,12 +234,17 @@ def float_format(dtype: np.dtype) -> tuple[int, int]:
 
 
 def _ulp_below(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """The spacing of ``dtype`` just below ``|value|`` (at a power of two: the smaller one)."""
+    """The spacing of ``dtype`` just below ``|value|`` (at a power of two: the smaller one),
+    for finite values; read from the float64 bits (frexp and ldexp cost ~10x more)."""
     p, emin = float_format(dtype)
-    magnitude = np.abs(np.asarray(value, np.float64))
-    fraction, exponent = np.frexp(magnitude)
-    exponent = np.where(magnitude > 0, exponent - p - (fraction == 0.5), emin - p + 1)
-    return np.ldexp(1.0, np.maximum(exponent, emin - p + 1))
+    bits = np.abs(np.asarray(value, np.float64)).view(np.int64)
+    binade = ((bits - 1) >> 52) - 1023  # of the float64 below: a power of two's is one less
+    spacing = np.maximum(binade, emin) - (p - 1)
+    ulp = ((spacing + 1023) << 52).view(np.float64)  # 2**spacing, but for subnormal spacings:
+    tiny = spacing < -1022
+    if tiny.any():
+        ulp[tiny] = np.ldexp(1.0, spacing[tiny])
+    return ulp
 
 
 # ----------------------------------------------------------------------------- double-double

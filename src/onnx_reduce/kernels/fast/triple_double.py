@@ -1,6 +1,6 @@
 """Triple-double arithmetic for numba: a value is the unevaluated sum of three float64 parts
 (about 150 bits), renormalised after each operation; and the elementwise exp, log and
-pairwise sum that the exact recomputations build on (:mod:`.extended`).
+pairwise sum that the exact recomputations build on (:mod:`.extended`), also in double-double.
 
 Operations: :func:`add` (absolute error about 2**-157 of the larger operand), :func:`mul`
 (relative, about 2**-157), :func:`renorm`, :func:`two_prod` (a product and its exact error,
@@ -9,9 +9,10 @@ by a true FMA). :func:`exp_all` works on a (3, n) array in place, -746 <= x <= 7
 ``|r| <= ln2/64`` (ln2/32 as a 36-bit part, so ``k`` times it is exact, plus three parts), a
 table of 2**(j/32), and ``exp(r) - 1`` to degree 18 whose inner levels run in float64 and
 double-double; measured within 2**-157.5 relative against mpmath. :func:`log_all`: a float64
-start, then ``log(1 + c) = c - c**2/2 + c**3/3``. Each elementwise step is one loop over the
-elements, so that it vectorizes. Error-free transformations need IEEE arithmetic: nothing here
-is compiled with fast-math flags.
+start, then ``log(1 + c) = c - c**2/2 + c**3/3``. Their double-double twins (``*_dd``, about
+104 bits at a third of the cost) are the cheaper stage the recomputations try first. Each
+elementwise step is one loop over the elements, so that it vectorizes. Error-free
+transformations need IEEE arithmetic: nothing here is compiled with fast-math flags.
 
 >>> import numpy as np
 >>> t = np.zeros((3, 1)); t[0, 0] = -1.0
@@ -30,10 +31,11 @@ import numpy as np
 from numba import njit
 
 from ._common import two_sum
-from ._exp import as_float64
+from ._exp import as_float64, log1p_from
 from ._lanes import fma
 
-__all__ = ["add", "exp_all", "log_all", "mul", "pairwise_sum", "renorm", "two_prod"]
+__all__ = ["add", "exp_all", "exp_all_dd", "log_all", "log_all_dd", "mul", "pairwise_sum",
+           "pairwise_sum_dd", "renorm", "two_prod"]
 
 
 @njit(cache=True, inline="always")
@@ -227,3 +229,84 @@ def pairwise_sum(t, lo, n):
                 t[0, a], t[1, a], t[2, a] = t[0, b], t[1, b], t[2, b]
         n = half
     return t[0, lo], t[1, lo], t[2, lo]
+
+
+# ----------------------------------------------------------------------------- double-double
+
+#: exp(r) - 1 in double-double, |r| <= ln2/64: degree 11 (r**12/12! < 2**-107); levels 7-11 in
+#: float64 (their rounding times |r|**7/7! stays under 2**-109), 1-6 in double-double.
+_DD_DEGREE = 11
+_DD_FROM = 6
+
+
+@njit(cache=True, inline="always")
+def _horner_step(p0, p1, r0, r1, c0, c1):
+    """p * r + c in double-double where |p r| < |c| / 50 (no cancellation: one fast add)."""
+    a0, a1 = _dd_mul(p0, p1, r0, r1)
+    s = c0 + a0
+    return _fast_two_sum(s, (a0 - (s - c0)) + (a1 + c1))
+
+
+@njit(cache=True, inline="always")
+def _exp_dd(d0, d1):
+    """exp(d0 + d1) as a double-double (:func:`exp_all_dd`)."""
+    k = np.rint(d0 * _INV_STEP)
+    a0, a1 = two_sum(d0 - k * _STEP_HI, d1)  # the first difference is exact
+    b0, b1 = two_prod(k, _STEP_LO[0])
+    r0, r1 = _dd_add(a0, a1, -b0, -b1 - k * _STEP_LO[1])
+    p = _FACT[0, _DD_DEGREE]
+    for i in range(_DD_DEGREE - 1, _DD_FROM, -1):
+        p = p * r0 + _FACT[0, i]
+    p0, p1 = p, 0.0
+    for i in range(_DD_FROM, 0, -1):
+        p0, p1 = _horner_step(p0, p1, r0, r1, _FACT[0, i], _FACT[1, i])
+    p0, p1 = _dd_mul(p0, p1, r0, r1)  # exp(r) - 1, |.| < 0.011
+    s, e = _fast_two_sum(1.0, p0)
+    a0, a1 = _fast_two_sum(s, e + p1)
+    q = np.int64(k)
+    row = q & (2**_TABLE_BITS - 1)
+    a0, a1 = _dd_mul(a0, a1, _POW2[0, row], _POW2[1, row])
+    f, g = _pow2(q >> _TABLE_BITS)
+    return (a0 * f) * g, (a1 * f) * g
+
+
+@njit(cache=True)
+def exp_all_dd(t, keep, n):
+    """t[0], t[1] <- keep * exp(t[0] + t[1]) as a double-double for the first ``n`` elements,
+    -746 <= t[0] <= 0, relative error below 2**-100 (:func:`exp_all`'s reduction and table, the
+    series to degree 11; parts under 2**-1022 lose low bits)."""
+    for j in range(n):
+        h, low = _exp_dd(t[0, j], t[1, j])
+        t[0, j], t[1, j] = h * keep[j], low * keep[j]
+
+
+@njit(cache=True)
+def log_all_dd(s, e, keep, n):
+    """s[0], s[1] <- log(s[0] + s[1]) as a double-double for the first ``n`` columns,
+    1 <= s < 2**900 (s[2] is overwritten): a float64 start (:func:`._exp.log1p_from`, within a
+    few ulps; it vectorizes), then log(1 + c) = c - c**2/2 with 1 + c = s exp(-start),
+    |c| <= 2**-41 (error below 2**-100 (1 + |log s|)); e and keep are scratch."""
+    for i in range(n):
+        s[2, i] = log1p_from((s[0, i] - 1.0) + s[1, i])
+        e[0, i], e[1, i], keep[i] = -s[2, i], 0.0, 1.0
+    exp_all_dd(e, keep, n)
+    for i in range(n):
+        p0, p1 = _dd_mul(s[0, i], s[1, i], e[0, i], e[1, i])
+        c = (p0 - 1.0) + p1  # p0 - 1 is exact (Sterbenz)
+        a0, a1 = two_sum(s[2, i], c)
+        s[0, i], s[1, i] = _fast_two_sum(a0, a1 - 0.5 * c * c)
+
+
+@njit(cache=True)
+def pairwise_sum_dd(t, lo, n):
+    """The pairwise double-double sum of ``t[:2, lo:lo + n]``, overwriting it."""
+    while n > 1:
+        half = (n + 1) // 2
+        for i in range(half):
+            a, b = lo + i, lo + 2 * i
+            if 2 * i + 1 < n:
+                t[0, a], t[1, a] = _dd_add(t[0, b], t[1, b], t[0, b + 1], t[1, b + 1])
+            else:
+                t[0, a], t[1, a] = t[0, b], t[1, b]
+        n = half
+    return t[0, lo], t[1, lo]
