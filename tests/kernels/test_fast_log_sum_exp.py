@@ -798,6 +798,17 @@ def test_exp_against_mpmath():
     assert exp_module.exp_nonpos(-746.0) == 0.0
 
 
+def test_exp_with_one_scale_factor_gives_the_same_bits_for_normal_results():
+    """exp_nonpos_normal (float64 LogSumExp's terms) is exp_nonpos on [-708, 0]."""
+    rng = np.random.default_rng(12)
+    points = np.concatenate([-rng.random(20000) * 708.0, -rng.random(2000) * 1e-6,
+                             [0.0, -5e-324, -708.0, -707.9999999, -708.0 + 2**-40, -700.5]])
+    got = np.array([exp_module.exp_nonpos_normal(float(x)) for x in points])
+    want = np.array([exp_module.exp_nonpos(float(x)) for x in points])
+    assert np.array_equal(got, want)
+    assert got.min() >= 2.0**-1022  # normal
+
+
 def test_log1p_against_mpmath():
     # The vectorizable log1p of the finishing step: relative error on tiny arguments, across
     # the sqrt(2) boundaries of its reduction, and up to huge sums of terms.

@@ -9,7 +9,8 @@ log-sum-exp kernels use this polynomial instead, inlined into their loops:
 * ``exp(r) = 1 + (r + r**2 q(r))`` with ``q`` a Chebyshev fit of ``(exp(r) - 1 - r) / r**2``
   (degree 10 for float64 results, degree 6 where about 38 bits are enough);
 * ``2**n`` built from exponent bits; :func:`exp_nonpos` uses two factors, so results down into
-  the subnormal range (``x >= -745.2``) are rounded once.
+  the subnormal range (``x >= -745.2``) are rounded once; :func:`exp_nonpos_normal`, for
+  normal results only, one.
 
 :func:`exp_nonpos` expects ``-746 <= x <= 0``, :func:`exp_nonpos_short` ``-700 <= x <= 600``
 (despite its name: the log-sum-exp kernels also shift by a guessed maximum; callers clamp),
@@ -41,6 +42,7 @@ __all__ = [
     "as_int64",
     "divide",
     "exp_nonpos",
+    "exp_nonpos_normal",
     "exp_nonpos_short",
     "exp_split",
     "float32_to_half",
@@ -179,9 +181,9 @@ def _scale(p: float, t: float) -> float:
     return (p * as_float64((half + 1023) << 52)) * as_float64((n - half + 1023) << 52)
 
 
-@numba.njit(cache=True, fastmath={"contract"})
-def exp_nonpos(x: float) -> float:
-    """exp(x) for -746 <= x <= 0, within about half an ulp."""
+@numba.njit(cache=True, fastmath={"contract"}, inline="always")
+def _reduced(x: float) -> tuple[float, float]:
+    """(p, t): exp(x) = p 2**n within about half an ulp, the shifted float ``t`` holding n."""
     t = x * _INV_LN2 + _SHIFTER
     k = t - _SHIFTER
     hi = x - k * _LN2_HI  # exact
@@ -190,7 +192,22 @@ def exp_nonpos(x: float) -> float:
     q = _horner(_Q10, r)
     head = 1.0 + r
     carry = (1.0 - head) + r  # exactly what head lost
-    return _scale(head + (carry + (lo + r * r * q)), t)
+    return head + (carry + (lo + r * r * q)), t
+
+
+@numba.njit(cache=True, fastmath={"contract"})
+def exp_nonpos(x: float) -> float:
+    """exp(x) for -746 <= x <= 0, within about half an ulp."""
+    p, t = _reduced(x)
+    return _scale(p, t)
+
+
+@numba.njit(cache=True, fastmath={"contract"})
+def exp_nonpos_normal(x: float) -> float:
+    """:func:`exp_nonpos` for -708 <= x <= 0, whose results are normal: one scale factor
+    (the same bits)."""
+    p, t = _reduced(x)
+    return p * as_float64((as_int64(t) - _SHIFTER_BITS + 1023) << 52)
 
 
 @numba.njit(cache=True, fastmath={"contract"}, inline="always")

@@ -86,6 +86,7 @@ from ._exp import (
     as_float32,
     divide,
     exp_nonpos,
+    exp_nonpos_normal,
     exp_nonpos_short,
     exp_split,
     half_to_float64,
@@ -599,13 +600,13 @@ _SIGMA = 1.5 * 2.0**12
 def _term_parts(x, m):
     """float64 ``exp(x - m)`` for ``x <= m`` as (multiple of 2**-40, rest): ``x - m`` carried
     exactly (TwoDiff), ``exp(d + dl)`` as ``exp(d) + exp(d) dl`` with the half-ulp
-    :func:`._exp.exp_nonpos` (within 1.28 u relative: one polynomial per term keeps float64 as
-    fast as the plain sum). -inf/NaN gaps give (0, 0)."""
+    :func:`._exp.exp_nonpos_normal` (within 1.28 u relative: one polynomial per term keeps
+    float64 as fast as the plain sum). Gaps under -708, -inf and NaN give (0, 0)."""
     d = x - m
     z = d - x
     dl = (x - (d - z)) + (-m - z)
-    live = d > -746.0
-    h = exp_nonpos(d if live else -746.0)
+    live = d > -708.0  # smaller terms (< 2**-1021) are invisible beside the maximum's 1
+    h = exp_nonpos_normal(d if live else -708.0)
     small = h * dl
     big = (h + _SIGMA) - _SIGMA
     return (big, (h - big) + small) if live else (0.0, 0.0)
