@@ -54,8 +54,6 @@ U = 2.0**-53
 MAX_BITS = 4096
 #: Elements gathered per batch of suspect slices (float64 copies: 8 MiB).
 BATCH_ELEMENTS = 1 << 20
-#: Outputs :func:`decide` takes at a time.
-DECIDE_SLICE = 8192
 #: float64 first results under this skip the double-double stage (:func:`stages`).
 DD_FLOOR = 2.0**-36
 _PRECISION = {np.dtype(np.float16): 11, bfloat16: 8, np.dtype(np.float32): 24,
@@ -205,19 +203,7 @@ def first_stage():
 
 def decide(head: np.ndarray, tail: np.ndarray, bound: np.ndarray, dtype: np.dtype):
     """Round ``head + tail`` to ``dtype``; decided where ``[r - bound, r + bound]`` rounds to
-    one value, or where ``bound`` is within the contract's room. In slices of
-    :data:`DECIDE_SLICE`: larger temporaries are mapped and faulted in afresh by malloc (72,000
-    outputs at once: 4x slower, measured)."""
-    if head.size <= DECIDE_SLICE:
-        return _decide(head, tail, bound, dtype)
-    value, decided = np.empty(head.size, dtype), np.empty(head.size, bool)
-    for start in range(0, head.size, DECIDE_SLICE):
-        part = slice(start, start + DECIDE_SLICE)
-        value[part], decided[part] = _decide(head[part], tail[part], bound[part], dtype)
-    return value, decided
-
-
-def _decide(head: np.ndarray, tail: np.ndarray, bound: np.ndarray, dtype: np.dtype):
+    one value, or where ``bound`` is within the contract's room."""
     estimate = head + tail
     widened = bound + U * np.abs(head) * (dtype != np.float64)
     low = round_to(head + (tail - widened), dtype)
@@ -234,17 +220,12 @@ def float_format(dtype: np.dtype) -> tuple[int, int]:
 
 
 def _ulp_below(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """The spacing of ``dtype`` just below ``|value|`` (at a power of two: the smaller one),
-    for finite values; read from the float64 bits (frexp and ldexp cost ~10x more)."""
+    """The spacing of ``dtype`` just below ``|value|`` (at a power of two: the smaller one)."""
     p, emin = float_format(dtype)
-    bits = np.abs(np.asarray(value, np.float64)).view(np.int64)
-    binade = ((bits - 1) >> 52) - 1023  # of the float64 below: a power of two's is one less
-    spacing = np.maximum(binade, emin) - (p - 1)
-    ulp = ((spacing + 1023) << 52).view(np.float64)  # 2**spacing, but for subnormal spacings:
-    tiny = spacing < -1022
-    if tiny.any():
-        ulp[tiny] = np.ldexp(1.0, spacing[tiny])
-    return ulp
+    magnitude = np.abs(np.asarray(value, np.float64))
+    fraction, exponent = np.frexp(magnitude)
+    exponent = np.where(magnitude > 0, exponent - p - (fraction == 0.5), emin - p + 1)
+    return np.ldexp(1.0, np.maximum(exponent, emin - p + 1))
 
 
 # ----------------------------------------------------------------------------- double-double
