@@ -172,6 +172,26 @@ def test_rows_near_one_are_decided_without_the_exact_path(dtype, path, monkeypat
     assert (result == 0).any()  # rows whose sum is exactly 1 (checked exactly, not bounded)
 
 
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float64)], ids=str)
+def test_float32_rows_near_one_stop_at_double_double(dtype, monkeypatch) -> None:
+    """The compiled double-double stage decides every float32 row near 1 (the rows summing to
+    exactly 1 proven exactly); float64 rows skip it for triple-double. (float16's and
+    bfloat16's rows near 1 are not even suspect.)"""
+    extended = pytest.importorskip("onnx_reduce.kernels.fast.extended")
+    calls: dict[str, list] = {"dd_log_sum_rows": [], "td_log_sum_rows": []}
+    for name, record in calls.items():
+        original = getattr(extended, name)
+        monkeypatch.setattr(extended, name, lambda rows, record=record, original=original:
+                            record.append(len(rows)) or original(rows))
+    data = _near_one_rows(dtype, 300, 12, seed=12)
+    with kernel_path("fast"):
+        result = reduce_log_sum(data, axes=[1])
+    assert _ulps(result, data, [1]) <= 0.5 + 2.0**-20
+    narrow = dtype != np.float64
+    assert (sum(calls["dd_log_sum_rows"]) > 0) == narrow
+    assert (sum(calls["td_log_sum_rows"]) > 0) == (not narrow)
+
+
 def test_the_first_stage_is_double_double_without_numba(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "onnx_reduce.kernels.fast.extended", None)
     rows = _near_one_rows(np.dtype(np.float64), 5, 12, seed=1).astype(np.float64)

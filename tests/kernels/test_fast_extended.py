@@ -106,9 +106,12 @@ def _exact_log_sum(row: np.ndarray) -> mpmath.mpf:
     return mpmath.log(sum((Fraction(float(v)) for v in row), Fraction(0)))
 
 
-def test_log_sum_rows_within_their_bound_or_left_undecided():
-    """Sums near 1, cancelling sums, wide magnitudes: within the bound (a 64th of it where the
-    log is near 0); sums at or under 0, beyond 2**900 or under 2**-900: bound inf."""
+@pytest.mark.parametrize(("stage", "low"), [("td_log_sum_rows", Fraction(2) ** -900),
+                                            ("dd_log_sum_rows", Fraction(3, 4))])
+def test_log_sum_rows_within_their_bound_or_left_undecided(stage, low):
+    """Sums near 1, cancelling sums, wide magnitudes (triple- and double-double): within the
+    bound (a 64th of it where the log is near 0); sums at or under 0, beyond 2**900 or under
+    the stage's least (2**-900, 0.75): bound inf."""
     rng = np.random.default_rng(8)
     near = rng.random((40, 9))
     near /= near.sum(axis=1, keepdims=True)
@@ -122,10 +125,10 @@ def test_log_sum_rows_within_their_bound_or_left_undecided():
                      [1e40, 1.0, 2.0**-60, 2.0**-120, -1e40],  # four parts: the sum rounds
                      [3e40, 1.0, 2.0**-61, -(2.0**-115), -3e40]])
     for block in (near, cancel, wide):
-        head, tail, bound = extended.td_log_sum_rows(np.ascontiguousarray(block))
+        head, tail, bound = getattr(extended, stage)(np.ascontiguousarray(block))
         for row, h, t, b in zip(block, head, tail, bound, strict=True):
             total = sum((Fraction(float(v)) for v in row), Fraction(0))
-            if total <= 0 or not Fraction(2) ** -900 < total < Fraction(2) ** 900:
+            if total <= 0 or not low < total < Fraction(2) ** 900:
                 assert b == np.inf
                 continue
             with mpmath.workprec(PREC):
@@ -164,11 +167,14 @@ def test_long_rows_take_chunks_on_every_thread_with_one_threads_sums():
         assert abs(mpmath.mpf(head[0]) + tail[0] - _exact_log_sum(rows[0])) <= bound[0]
 
 
-def test_a_long_row_summing_to_exactly_one_gives_0_exactly():
+@pytest.mark.parametrize(("stage", "most"), [("td_log_sum_rows", 2.0**-100),
+                                             ("dd_log_sum_rows", 2.0**-80)])
+def test_a_long_row_summing_to_exactly_one_gives_0_exactly(stage, most):
+    rows_of = getattr(extended, stage)
     row = np.full(4 * extended.BLOCK, 1.0 / (4 * extended.BLOCK))
-    head, tail, bound = extended.td_log_sum_rows(row[None, :])
+    head, tail, bound = rows_of(row[None, :])
     assert (head[0], tail[0], bound[0]) == (0.0, 0.0, 0.0)
     row[0] += 2.0**-60
-    head, tail, bound = extended.td_log_sum_rows(row[None, :])
-    assert 0 < bound[0] < 2.0**-100
+    head, tail, bound = rows_of(row[None, :])
+    assert 0 < bound[0] < most
     assert head[0] == 2.0**-60

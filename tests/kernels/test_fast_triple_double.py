@@ -80,10 +80,12 @@ def _exps_dd(d, dl):
     return t
 
 
-@pytest.mark.parametrize(("low", "high"), [(0.0, 0.02), (0.02, 1.0), (1.0, 40.0), (40.0, 660.0)])
+@pytest.mark.parametrize(("low", "high"), [(0.0, 0.02), (0.02, 1.0), (1.0, 40.0), (40.0, 660.0),
+                                           (-0.3, 0.0)])
 def test_exp_dd_within_2_to_the_minus_100(low, high):
     """exp(d + dl), dl carrying what the gap's rounding lost, within 2**-100 relative while the
-    low part stays normal (results over 2**-950)."""
+    low part stays normal (results over 2**-950), and for d up to 0.3 (the log of sums from
+    0.75 starts there)."""
     rng = np.random.default_rng(3)
     d = -(low + rng.random(600) * (high - low))
     d[:2] = [-low, -math.log(2) / 64]
@@ -114,11 +116,13 @@ def _logs_dd(s):
 
 
 def test_log_dd_within_2_to_the_minus_100():
-    """log(s) within 2**-100 (1 + |log s|): what the double-double stage's bound assumes."""
+    """log(s) for s from 0.75 within 2**-100 (1 + |log s|): what the double-double stages'
+    bounds assume."""
     rng = np.random.default_rng(4)
     s = np.zeros((3, 400))
-    s[0] = np.concatenate([1 + rng.random(150) * 2**-40, 1 + rng.random(100) * 50,
-                           rng.random(125) * 2.0**40 + 1, 2.0 ** rng.uniform(1, 890, 25)])
+    s[0] = np.concatenate([1 + rng.random(150) * 2**-40, 1 + rng.random(50) * 50,
+                           0.75 + rng.random(50) / 4, rng.random(125) * 2.0**40 + 1,
+                           2.0 ** rng.uniform(1, 890, 25)])
     s[1] = s[0] * 2.0**-60 * rng.random(400)
     s[:, 0] = [1.0, 0.0, 0.0]
     logs = _logs_dd(s)

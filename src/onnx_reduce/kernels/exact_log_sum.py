@@ -7,7 +7,8 @@ classic summation bound), so ``log S~`` is within ``E / (S~ - E)`` of ``log S``,
 own rounding (``2 v |r|``). Where the sum cancels (``S << A``) or is close to 1 (``|log S|``
 tiny), that can exceed the contract (1 ulp, float64 2): those outputs are *suspect*
 (:func:`log_sum_suspects`, a few array operations) and are recomputed: first from compiled
-triple-double sums and logs (:func:`.fast.extended.td_log_sum_rows`; without numba a numpy
+triple-double sums and logs (:func:`.fast.extended.td_log_sum_rows`, narrower dtypes after
+double-double's, :func:`.fast.extended.dd_log_sum_rows`; without numba a numpy
 double-double sum, which decides narrow dtypes only), kept where the bound decides the
 rounding, the rest from the exact sum (an expansion of ``math.fsum`` partial sums) with mpmath
 at 128 bits: ``log1p(S - 1)`` near 1, ``log S`` elsewhere, rounded to the dtype (within
@@ -106,13 +107,20 @@ def refine_log_sum(view: np.ndarray, nkept: int, result: np.ndarray, mask: np.nd
 
 def first_stage(rows: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
     """(values, decided): the log of each row's sum rounded to ``dtype``, and where that is
-    within the contract: from compiled triple-double sums and logs (every dtype), or where
-    numba is missing from :func:`_double_double_log_sum` (narrow dtypes only)."""
+    within the contract: from compiled triple-double sums and logs (every dtype; narrower
+    dtypes first in double-double, which decides their sums near 1 at about half the cost), or
+    where numba is missing from :func:`_double_double_log_sum` (narrow dtypes only)."""
     try:
-        from .fast.extended import td_log_sum_rows
+        from .fast.extended import dd_log_sum_rows, td_log_sum_rows
     except ImportError:
         return _double_double_log_sum(rows, dtype)
-    return decide(*td_log_sum_rows(rows), dtype)
+    if dtype == np.float64:  # its sums near 1 need more than double-double
+        return decide(*td_log_sum_rows(rows), dtype)
+    values, decided = decide(*dd_log_sum_rows(rows), dtype)
+    rest = np.flatnonzero(~decided)
+    if rest.size:
+        values[rest], decided[rest] = decide(*td_log_sum_rows(rows[rest]), dtype)
+    return values, decided
 
 
 #: Unit roundoff of float64.

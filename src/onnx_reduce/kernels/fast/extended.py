@@ -39,17 +39,21 @@ from numba import njit, prange
 from . import triple_double as td
 from ._common import num_threads, parallel_section, threads_now, two_sum
 
-__all__ = ["BLOCK", "DD_BOUND", "TD_BOUND", "dd_lse_rows", "td_log_sum_rows", "td_lse_rows", "warm"]
+__all__ = ["BLOCK", "DD_BOUND", "DD_SUM_BOUND", "TD_BOUND", "dd_log_sum_rows", "dd_lse_rows",
+           "td_log_sum_rows", "td_lse_rows", "warm"]
 
 #: The triple-double stage's error bound per unit of ``2 + log2 n + |m| + |L|``.
 TD_BOUND = 2.0**-140
 #: The double-double stage's: 16 times its derivation (exp and log within 2**-100, each
 #: pairwise add 2**-104, the last add 2**-104 of |m| + |L|).
 DD_BOUND = 2.0**-96
+#: The double-double sums' error bound per unit of ``(2 + log2 n) sum|x|`` (each pairwise
+#: add within 3 u**2 of its result, 2**-104.4, kept 16 times; triple-double's is TD_BOUND).
+DD_SUM_BOUND = 2.0**-100
 #: Elements per block of rows, and per chunk of a longer row.
 BLOCK = 1 << 14
-#: What a kernel computes of each row (DD_LSE: LSE in double-double).
-LSE, LOG_SUM, DD_LSE = 0, 1, 2
+#: What a kernel computes of each row (DD_*: in double-double).
+LSE, LOG_SUM, DD_LSE, DD_LOG_SUM = 0, 1, 2, 3
 _LIVE = -745.0  # exp of a gap at or under this is below the smallest subnormal: a zero term
 #: Sums whose log LogSum takes here (:func:`.triple_double.log_all`'s range).
 _LOG_LOW, _LOG_HIGH = 2.0**-900, 2.0**900
@@ -72,12 +76,21 @@ def td_log_sum_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return _rows(rows, LOG_SUM)
 
 
+def dd_log_sum_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(head, tail, bound) of the log of each row's sum in double-double: the sum within
+    ``E = 2**-100 (2 + log2 n) sum|x| + n 2**-1070``, bound ``E / (S - E) + 2**-99 (1 + |r|)``;
+    inf where ``S <= E`` or ``S`` is outside (0.75, 2**900); a sum of exactly 1 gives 0, exactly.
+    Decides float32/float16/bfloat16 sums near 1."""
+    return _rows(rows, DD_LOG_SUM)
+
+
 def warm() -> None:
     """Compile (or load) every kernel here: blocks of rows on one thread and on all, a long
     row's chunks (:mod:`..warm`)."""
     for shape in ((1, 2), (BLOCK, 2), (1, 2 * BLOCK + 1)):
         td_lse_rows(np.zeros(shape))
         dd_lse_rows(np.zeros(shape))
+        dd_log_sum_rows(np.ones(shape))
 
 
 def _rows(rows: np.ndarray, kind: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -103,7 +116,7 @@ def _long_row(row: np.ndarray, kind: int, out: np.ndarray) -> None:
     sum (all threads), then theirs, then the finish."""
     chunks = -(-row.size // BLOCK)
     sums = np.empty((3, chunks))
-    peak = float(row.max()) if kind != LOG_SUM else 0.0
+    peak = 0.0 if _is_log_sum(kind) else float(row.max())
     if chunks >= 2 and num_threads() > 1:
         with parallel_section():
             _threaded_chunk_sums(row, peak, kind, sums)
@@ -145,6 +158,11 @@ def _blocks(rows, per, kind, first, stop, out):
 
 
 @njit(cache=True, inline="always")
+def _is_log_sum(kind):
+    return kind in (LOG_SUM, DD_LOG_SUM)
+
+
+@njit(cache=True, inline="always")
 def _exp(t, keep, k, r, n, kind):
     """The terms' exp for ``kind`` in place (:func:`.triple_double.exp_all` or its
     double-double twin); none for LogSum."""
@@ -157,7 +175,7 @@ def _exp(t, keep, k, r, n, kind):
 @njit(cache=True, inline="always")
 def _pairwise(t, lo, n, kind):
     """The pairwise sum of t[:, lo:lo + n] in ``kind``'s precision, as three parts."""
-    if kind == DD_LSE:
+    if kind in (DD_LSE, DD_LOG_SUM):
         h, low = td.pairwise_sum_dd(t, lo, n)
         return h, low, 0.0
     return td.pairwise_sum(t, lo, n)
@@ -168,7 +186,7 @@ def _terms(row, kind, t, keep, lo):
     """Row ``row``'s terms into t[:, lo:lo + row.size], before any exp: for LSE the gaps
     ``x - peak`` exactly in two parts (those at or under :data:`_LIVE` 0, with keep 0), for
     LogSum the elements; returns the peak (LSE) or 0."""
-    if kind == LOG_SUM:
+    if _is_log_sum(kind):
         for j in range(row.size):
             t[0, lo + j], t[1, lo + j], t[2, lo + j] = row[j], 0.0, 0.0
         return 0.0
@@ -205,7 +223,7 @@ def _chunk_sums(row, peak, kind, first, stop, sums):
     t, r, keep, k = np.empty((3, BLOCK)), np.empty((3, BLOCK)), np.empty(BLOCK), np.empty(BLOCK)
     for c in range(first, stop):
         chunk = row[c * BLOCK:min(row.size, (c + 1) * BLOCK)]
-        if kind == LOG_SUM:
+        if _is_log_sum(kind):
             _terms(chunk, kind, t, keep, 0)
         else:
             _gaps(chunk, peak, t, keep, 0)
@@ -230,7 +248,7 @@ def _finish(rows, kind, peaks, sums, scratch, out):
     elif kind == DD_LSE:
         _finish_dd_lse(rows, peaks, sums, scratch, out)
     else:
-        _finish_log_sum(rows, sums, scratch, out)
+        _finish_log_sum(rows, sums, scratch, out, kind)
 
 
 @njit(cache=True)
@@ -259,30 +277,36 @@ def _finish_dd_lse(rows, peaks, sums, scratch, out):
 
 
 @njit(cache=True)
-def _finish_log_sum(rows, sums, scratch, out):
+def _finish_log_sum(rows, sums, scratch, out, kind):
     """LogSum: log(sum) where the sum's bound allows (else bound inf); a sum of exactly 1
-    gives 0, exactly (bound 0)."""
+    gives 0, exactly (bound 0). Double-double (``kind`` DD_LOG_SUM) takes sums over 0.75 only
+    (its log's start, :func:`.triple_double.log_all_dd`)."""
     e, r, keep, k = scratch
     m, n = rows.shape
+    triple = kind == LOG_SUM
     for i in range(m):
         magnitude = 0.0
         for j in range(n):
             magnitude += abs(rows[i, j])
         s0 = sums[0, i]
-        error = TD_BOUND * (2.0 + math.log2(n)) * magnitude * (1.0 + n * 2.0**-52)
+        unit = TD_BOUND if triple else DD_SUM_BOUND
+        error = unit * (2.0 + math.log2(n)) * magnitude * (1.0 + n * 2.0**-52)
         error += n * 2.0**-1070  # parts in the subnormal range round absolutely
-        usable = _LOG_LOW < s0 < _LOG_HIGH and s0 - error > 0.0
+        usable = (_LOG_LOW if triple else 0.75) < s0 < _LOG_HIGH and s0 - error > 0.0
         out[2, i] = error / (s0 - error) * (1.0 + 2.0**-50) if usable else np.inf
         if (s0, sums[1, i], sums[2, i]) == (1.0, 0.0, 0.0) and _sums_to_one(rows[i]):
             out[2, i] = -1.0  # exact
         if not usable:
             sums[0, i], sums[1, i], sums[2, i] = 1.0, 0.0, 0.0
-    td.log_all(sums, e, keep, k, r, m)
+    if triple:
+        td.log_all(sums, e, keep, k, r, m)
+    else:
+        td.log_all_dd(sums, e, keep, m)  # overwrites sums[2]
     for i in range(m):
         r0 = sums[0, i]
-        out[0, i], out[1, i] = r0, sums[1, i] + sums[2, i]
+        out[0, i], out[1, i] = r0, sums[1, i] + (sums[2, i] if triple else 0.0)
         exact = out[2, i] < 0.0
-        out[2, i] += TD_BOUND * (1.0 + abs(r0)) + 2.0**-104 * abs(r0)
+        out[2, i] += (TD_BOUND if triple else 2.0**-99) * (1.0 + abs(r0)) + 2.0**-104 * abs(r0)
         if exact:
             out[0, i], out[1, i], out[2, i] = 0.0, 0.0, 0.0
 

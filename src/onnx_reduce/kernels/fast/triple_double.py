@@ -273,7 +273,7 @@ def _exp_dd(d0, d1):
 @njit(cache=True)
 def exp_all_dd(t, keep, n):
     """t[0], t[1] <- keep * exp(t[0] + t[1]) as a double-double for the first ``n`` elements,
-    -746 <= t[0] <= 0, relative error below 2**-100 (:func:`exp_all`'s reduction and table, the
+    -746 <= t[0] <= 0.3, relative error below 2**-100 (:func:`exp_all`'s reduction and table, the
     series to degree 11; parts under 2**-1022 lose low bits)."""
     for j in range(n):
         h, low = _exp_dd(t[0, j], t[1, j])
@@ -283,7 +283,7 @@ def exp_all_dd(t, keep, n):
 @njit(cache=True)
 def log_all_dd(s, e, keep, n):
     """s[0], s[1] <- log(s[0] + s[1]) as a double-double for the first ``n`` columns,
-    1 <= s < 2**900 (s[2] is overwritten): a float64 start (:func:`._exp.log1p_from`, within a
+    0.75 <= s < 2**900 (s[2] is overwritten): a float64 start (:func:`._exp.log1p_from`, within a
     few ulps; it vectorizes), then log(1 + c) = c - c**2/2 with 1 + c = s exp(-start),
     |c| <= 2**-41 (error below 2**-100 (1 + |log s|)); e and keep are scratch."""
     for i in range(n):
