@@ -1,15 +1,18 @@
-"""The compiled first stage of the exact recomputations: ReduceLogSumExp (:mod:`..exact_lse`)
-and ReduceLogSum (:mod:`..exact_log_sum`) of float64 rows in triple-double
-(:mod:`.triple_double`, about 150 bits), decided where the bound allows, else left to mpmath.
+"""The compiled stages of the exact recomputations: ReduceLogSumExp (:mod:`..exact_lse`) and
+ReduceLogSum (:mod:`..exact_log_sum`) of float64 rows in double-double (about 104 bits) and
+triple-double (:mod:`.triple_double`, about 150 bits), decided where the bound allows, else
+left to the next stage, then mpmath.
 
-150 bits decide the rounding of results double-double's 106 cannot: an LSE within ~2**-34 of
-0, such as that of log-softmax rows (~1e-16), or the log of a float64 sum near 1. Rows are
+150 bits decide the rounding of results double-double's 104 cannot: an LSE within ~2**-34 of
+0, such as that of log-softmax rows (~1e-16), or the log of a float64 sum near 1; the others
+(every float32, float16 and bfloat16 one) take double-double, at a third of the cost. Rows are
 taken a block of :data:`BLOCK` elements at a time (short rows vectorize across rows), blocks
 shared out across numba's threads; a row longer than a block is cut into chunks of one,
 summed pairwise across chunks, so scratch stays at a block per thread. About 50 ns per element
-on one core (mpmath: ~25 us; the numpy double-double stage: ~0.9 us).
+on one core in triple-double, 15 in double-double (mpmath: ~25 us; the numpy double-double
+stage: ~0.9 us).
 
-Both stages return ``(head, tail, bound)`` per row: the result is ``head + tail`` within
+Every stage returns ``(head, tail, bound)`` per row: the result is ``head + tail`` within
 ``bound`` (``tail`` rounds the two low parts: the bound's ``2**-104 |head|`` covers it).
 
 * :func:`td_lse_rows` (rows with a finite maximum: no NaN, no +inf): ``x - m`` exact, the terms
@@ -21,6 +24,8 @@ Both stages return ``(head, tail, bound)`` per row: the result is ``head + tail`
   ``E / (S - E) + 2**-140 (1 + |r|)``; inf where ``S <= E`` or ``S`` is outside
   (2**-900, 2**900). A sum of exactly 1 (its log 0 is the one result no bound
   decides) is proven with Shewchuk's exact partials and given bound 0.
+* :func:`dd_lse_rows`, :func:`dd_log_sum_rows`: the same in double-double, bounds
+  ``2**-96`` per unit and ``E = 2**-100 (2 + log2 n) sum|x| + ...`` (sums from 0.75).
 
 >>> import numpy as np
 >>> a = -8.75651076269652e-27  # the float64 nearest log1p(-exp(-60))
@@ -65,8 +70,8 @@ def td_lse_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def dd_lse_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(head, tail, bound) of each row's LSE in double-double: :func:`td_lse_rows` at about a
-    tenth of the cost, bound ``2**-96 (2 + log2 n + |m| + |L|) + n 2**-1000``; decides all but
+    """(head, tail, bound) of each row's LSE in double-double: :func:`td_lse_rows` at a third
+    of the cost, bound ``2**-96 (2 + log2 n + |m| + |L|) + n 2**-1000``; decides all but
     results within ~2**-40 of 0 (module docstring)."""
     return _rows(rows, DD_LSE)
 
@@ -271,7 +276,7 @@ def _finish_dd_lse(rows, peaks, sums, scratch, out):
     m, n = rows.shape
     td.log_all_dd(sums, e, keep, m)
     for i in range(m):
-        out[0, i], out[1, i] = td._dd_add(peaks[i], 0.0, sums[0, i], sums[1, i])
+        out[0, i], out[1, i] = td.dd_add(peaks[i], 0.0, sums[0, i], sums[1, i])
         units = 2.0 + math.log2(n) + abs(peaks[i]) + abs(sums[0, i])
         out[2, i] = DD_BOUND * units + n * 2.0**-1000
 

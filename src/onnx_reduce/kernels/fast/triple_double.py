@@ -34,8 +34,8 @@ from ._common import two_sum
 from ._exp import as_float64, log1p_from
 from ._lanes import fma
 
-__all__ = ["add", "exp_all", "exp_all_dd", "log_all", "log_all_dd", "mul", "pairwise_sum",
-           "pairwise_sum_dd", "renorm", "two_prod"]
+__all__ = ["add", "dd_add", "exp_all", "exp_all_dd", "log_all", "log_all_dd", "mul",
+           "pairwise_sum", "pairwise_sum_dd", "renorm", "two_prod"]
 
 
 @njit(cache=True, inline="always")
@@ -88,7 +88,7 @@ def _fast_two_sum(a, b):
 
 
 @njit(cache=True, inline="always")
-def _dd_add(ah, al, bh, bl):
+def dd_add(ah, al, bh, bl):
     """a + b in double-double (relative error about 2**-104)."""
     s, e = two_sum(ah, bh)
     t, f = two_sum(al, bl)
@@ -159,7 +159,7 @@ def _expm1_reduced(t, r, n):
         c0, c1 = _FACT[0, i], _FACT[1, i]
         for j in range(n):
             a0, a1 = _dd_mul(t[0, j], t[1, j], r[0, j], r[1, j])
-            t[0, j], t[1, j] = _dd_add(a0, a1, c0, c1)
+            t[0, j], t[1, j] = dd_add(a0, a1, c0, c1)
     for i in range(_TD_LEVEL, 0, -1):
         c0, c1, c2 = _FACT[0, i], _FACT[1, i], _FACT[2, i]
         for j in range(n):
@@ -253,7 +253,7 @@ def _exp_dd(d0, d1):
     k = np.rint(d0 * _INV_STEP)
     a0, a1 = two_sum(d0 - k * _STEP_HI, d1)  # the first difference is exact
     b0, b1 = two_prod(k, _STEP_LO[0])
-    r0, r1 = _dd_add(a0, a1, -b0, -b1 - k * _STEP_LO[1])
+    r0, r1 = dd_add(a0, a1, -b0, -b1 - k * _STEP_LO[1])
     p = _FACT[0, _DD_DEGREE]
     for i in range(_DD_DEGREE - 1, _DD_FROM, -1):
         p = p * r0 + _FACT[0, i]
@@ -305,7 +305,7 @@ def pairwise_sum_dd(t, lo, n):
         for i in range(half):
             a, b = lo + i, lo + 2 * i
             if 2 * i + 1 < n:
-                t[0, a], t[1, a] = _dd_add(t[0, b], t[1, b], t[0, b + 1], t[1, b + 1])
+                t[0, a], t[1, a] = dd_add(t[0, b], t[1, b], t[0, b + 1], t[1, b + 1])
             else:
                 t[0, a], t[1, a] = t[0, b], t[1, b]
         n = half
