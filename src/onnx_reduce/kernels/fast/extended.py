@@ -8,8 +8,8 @@ left to the next stage, then mpmath.
 (every float32, float16 and bfloat16 one) take double-double, at a third of the cost. Rows are
 taken a block of :data:`BLOCK` elements at a time (short rows vectorize across rows), blocks
 shared out across numba's threads; a row longer than a block is cut into chunks of one,
-summed pairwise across chunks, so scratch stays at a block per thread. About 50 ns per element
-on one core in triple-double, 15 in double-double (mpmath: ~25 us; the numpy double-double
+summed pairwise across chunks, so scratch stays at a block per thread. About 40 ns per element
+on one core in triple-double, 12 in double-double (mpmath: ~25 us; the numpy double-double
 stage: ~0.9 us).
 
 Every stage returns ``(head, tail, bound)`` per row: the result is ``head + tail`` within

@@ -5,10 +5,10 @@ pairwise sum that the exact recomputations build on (:mod:`.extended`), also in 
 Operations: :func:`add` (absolute error about 2**-157 of the larger operand), :func:`mul`
 (relative, about 2**-157), :func:`renorm`, :func:`two_prod` (a product and its exact error,
 by a true FMA). :func:`exp_all` works on a (3, n) array in place, -746 <= x <= 700 (results under
-2**-915 lose low parts to the subnormal range): ``x = k ln2/32 + r``,
-``|r| <= ln2/64`` (ln2/32 as a 36-bit part, so ``k`` times it is exact, plus three parts), a
-table of 2**(j/32), and ``exp(r) - 1`` to degree 18 whose inner levels run in float64 and
-double-double; measured within 2**-157.5 relative against mpmath. :func:`log_all`: a float64
+2**-915 lose low parts to the subnormal range): ``x = k ln2/256 + r``,
+``|r| <= ln2/512`` (ln2/256 as a 33-bit part, so ``k`` times it is exact, plus three parts), a
+table of 2**(j/256), and ``exp(r) - 1`` to degree 13 whose inner levels run in float64 and
+double-double; measured within 2**-157.6 relative against mpmath. :func:`log_all`: a float64
 start, then ``log(1 + c) = c - c**2/2 + c**3/3``. Their double-double twins (``*_dd``, about
 104 bits at a third of the cost) are the cheaper stage the recomputations try first. Each
 elementwise step is one loop over the elements, so that it vectorizes. Error-free
@@ -61,23 +61,24 @@ def _split3(value) -> tuple[float, float, float]:
     return parts[0], parts[1], parts[2]
 
 
-#: exp(x) = 2**q 2**(j/32) exp(r): x = k ln2/32 + r, |r| <= ln2/64, k = 32 q + j. ln2/32 is
-#: _STEP_HI (36 bits: k _STEP_HI is exact for |k| < 2**17) plus three parts.
-_TABLE_BITS = 5
+#: exp(x) = 2**q 2**(j/256) exp(r): x = k ln2/256 + r, |r| <= ln2/512, k = 256 q + j. ln2/256
+#: is _STEP_HI (33 bits: k _STEP_HI is exact for |k| < 2**20) plus three parts. (A table of 32
+#: needed three more triple-double levels: 1.11-1.23x slower stages, measured.)
+_TABLE_BITS = 8
 with mpmath.workprec(400):
     _STEP = mpmath.log(2) / 2**_TABLE_BITS
     _STEP_HI = math.ldexp(int(mpmath.floor(mpmath.ldexp(_STEP, 41))), -41)
     _STEP_LO = _split3(_STEP - _STEP_HI)
     _INV_STEP = float(1 / _STEP)
-    #: 2**(j/32) in three parts: row p holds part p.
+    #: 2**(j/256) in three parts: row p holds part p.
     _POW2 = np.array([_split3(mpmath.power(2, mpmath.mpf(j) / 2**_TABLE_BITS))
                       for j in range(2**_TABLE_BITS)]).T.copy()
-#: exp(r) - 1 = r (1 + r/2 (1 + r/3 (...))) to degree 18 (r**19/19! < 2**-180); level i of the
-#: nesting costs its precision times ~|r|**i / i!: levels 13-18 in float64, 8-12 in
-#: double-double, 1-7 in triple-double keep every level's error below 2**-160.
-_DEGREE = 18
-_DD_LEVEL = 12
-_TD_LEVEL = 7
+#: exp(r) - 1 = r (1 + r/2 (1 + r/3 (...))) to degree 13 (r**14/14! < 2**-170); level i of the
+#: nesting costs its precision times ~|r|**i / i!: levels 10-13 in float64, 5-9 in
+#: double-double, 1-4 in triple-double keep every level's error below 2**-160.
+_DEGREE = 13
+_DD_LEVEL = 9
+_TD_LEVEL = 4
 _FACT = np.array([_split3(Fraction(1, math.factorial(i))) for i in range(_DEGREE + 1)]).T.copy()
 
 
@@ -147,7 +148,7 @@ def _reduce(t, k, r, n):
 
 @njit(cache=True)
 def _expm1_reduced(t, r, n):
-    """t <- exp(r) - 1 as three parts (first n), |r| <= ln2/64: the nesting's inner levels in
+    """t <- exp(r) - 1 as three parts (first n), |r| <= ln2/512: the nesting's inner levels in
     float64, then double-double, then triple-double (constants above)."""
     for j in range(n):
         t[0, j], t[1, j], t[2, j] = _FACT[0, _DEGREE], 0.0, 0.0
@@ -233,10 +234,10 @@ def pairwise_sum(t, lo, n):
 
 # ----------------------------------------------------------------------------- double-double
 
-#: exp(r) - 1 in double-double, |r| <= ln2/64: degree 11 (r**12/12! < 2**-107); levels 7-11 in
-#: float64 (their rounding times |r|**7/7! stays under 2**-109), 1-6 in double-double.
-_DD_DEGREE = 11
-_DD_FROM = 6
+#: exp(r) - 1 in double-double, |r| <= ln2/512: degree 9 (r**10/10! < 2**-117); levels 5-9 in
+#: float64 (their rounding times |r|**5/5! stays under 2**-107), 1-4 in double-double.
+_DD_DEGREE = 9
+_DD_FROM = 4
 
 
 @njit(cache=True, inline="always")
@@ -274,7 +275,7 @@ def _exp_dd(d0, d1):
 def exp_all_dd(t, keep, n):
     """t[0], t[1] <- keep * exp(t[0] + t[1]) as a double-double for the first ``n`` elements,
     -746 <= t[0] <= 0.3, relative error below 2**-100 (:func:`exp_all`'s reduction and table, the
-    series to degree 11; parts under 2**-1022 lose low bits)."""
+    series to degree 9; parts under 2**-1022 lose low bits)."""
     for j in range(n):
         h, low = _exp_dd(t[0, j], t[1, j])
         t[0, j], t[1, j] = h * keep[j], low * keep[j]
