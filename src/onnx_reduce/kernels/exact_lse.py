@@ -143,8 +143,9 @@ def refine_log_sum_exp(view: np.ndarray, nkept: int, result: np.ndarray, mask: n
     """Recompute the outputs ``mask`` flags (flat, C order of the kept axes) in place in
     ``result``; ``view`` has the kept axes first, the reduced ones last."""
     flat = result.reshape(-1)
+    wide = result.dtype == np.float64  # only float64 first results route (stages())
     for batch, rows in flagged_rows(view, nkept, mask):
-        flat[batch] = _refined(rows, result.dtype, flat[batch])
+        flat[batch] = _refined(rows, result.dtype, flat[batch] if wide else None)
 
 
 def flagged_rows(view: np.ndarray, nkept: int, mask: np.ndarray):
@@ -160,20 +161,23 @@ def flagged_rows(view: np.ndarray, nkept: int, mask: np.ndarray):
         yield batch, picked.reshape(batch.size, n).astype(np.float64)
 
 
-def _refined(rows: np.ndarray, dtype: np.dtype, first: np.ndarray) -> np.ndarray:
+def _refined(rows: np.ndarray, dtype: np.dtype, first: np.ndarray | None) -> np.ndarray:
     """The LSE of each float64 row (finite result), rounded to ``dtype`` within the contract:
-    each of :func:`stages` on the rows still undecided, then mpmath. ``first``: the first
-    results (float64 ones under a stage's floor skip it)."""
+    each of :func:`stages` on the rows still undecided, then mpmath. ``first``: float64 first
+    results (those under a stage's floor skip it); None for the narrower floats."""
     values = np.empty(rows.shape[0], dtype)
     pending = np.ones(rows.shape[0], bool)
-    magnitude = np.abs(first.astype(np.float64))
     for stage, floor in stages():
-        tried = np.flatnonzero(pending & ((magnitude >= floor) | (dtype != np.float64)))
-        if tried.size:
-            part = rows if tried.size == rows.shape[0] else rows[tried]
-            got, decided = decide(*stage(part), dtype)
-            values[tried[decided]] = got[decided]
-            pending[tried[decided]] = False
+        tried = pending if first is None or floor == 0.0 else pending & (np.abs(first) >= floor)
+        if tried.all():  # every row: nothing to gather
+            got, decided = decide(*stage(rows), dtype)
+            np.copyto(values, got, where=decided)
+            pending = ~decided
+        elif tried.any():
+            index = np.flatnonzero(tried)
+            got, decided = decide(*stage(rows[index]), dtype)
+            values[index[decided]] = got[decided]
+            pending[index[decided]] = False
     for i in np.flatnonzero(pending):
         values[i] = _mpmath_lse(rows[i], dtype)
     return values
