@@ -41,6 +41,7 @@ from .exact_lse import (
     _ulp_below,
     dd_sum_rows,
     decide,
+    decide_in_stages,
     flagged_rows,
     tolerance_ulps,
 )
@@ -116,11 +117,7 @@ def first_stage(rows: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarr
         return _double_double_log_sum(rows, dtype)
     if dtype == np.float64:  # its sums near 1 need more than double-double
         return decide(*td_log_sum_rows(rows), dtype)
-    values, decided = decide(*dd_log_sum_rows(rows), dtype)
-    rest = np.flatnonzero(~decided)
-    if rest.size:
-        values[rest], decided[rest] = decide(*td_log_sum_rows(rows[rest]), dtype)
-    return values, decided
+    return decide_in_stages(rows, dtype, ((dd_log_sum_rows, 0.0), (td_log_sum_rows, 0.0)))
 
 
 #: Unit roundoff of float64.

@@ -41,11 +41,12 @@ import numpy as np
 from ..spec.dtypes import EXTENDED, bfloat16
 from .rounding import round_to
 
-#: A stage of the recomputation: float64 rows -> (head, tail, bound) of each row's LSE.
+#: A stage of a recomputation: float64 rows -> (head, tail, bound) of each row's result.
 Stage = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 __all__ = [
-    "decide", "double_double_lse", "fast_bound", "first_stage", "flagged_rows", "float_format",
+    "decide", "decide_in_stages", "double_double_lse", "fast_bound", "first_stage",
+    "flagged_rows", "float_format",
     "reference_bound", "refine_log_sum_exp", "suspects", "threshold",
 ]
 
@@ -163,11 +164,21 @@ def flagged_rows(view: np.ndarray, nkept: int, mask: np.ndarray):
 
 def _refined(rows: np.ndarray, dtype: np.dtype, first: np.ndarray | None) -> np.ndarray:
     """The LSE of each float64 row (finite result), rounded to ``dtype`` within the contract:
-    each of :func:`stages` on the rows still undecided, then mpmath. ``first``: float64 first
-    results (those under a stage's floor skip it); None for the narrower floats."""
+    :func:`stages` (:func:`decide_in_stages`), then mpmath for what they leave."""
+    values, decided = decide_in_stages(rows, dtype, stages(), first)
+    for i in np.flatnonzero(~decided):
+        values[i] = _mpmath_lse(rows[i], dtype)
+    return values
+
+
+def decide_in_stages(rows: np.ndarray, dtype: np.dtype, staged: tuple[tuple[Stage, float], ...],
+                     first: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(values, decided): each ``(stage, floor)`` of ``staged`` in turn on the float64 rows
+    still undecided, rounded to ``dtype`` by :func:`decide` (undecided values unset).
+    ``first``: float64 first results (those under a stage's floor skip it), or None."""
     values = np.empty(rows.shape[0], dtype)
     pending = np.ones(rows.shape[0], bool)
-    for stage, floor in stages():
+    for stage, floor in staged:
         tried = pending if first is None or floor == 0.0 else pending & (np.abs(first) >= floor)
         if tried.all():  # every row: nothing to gather
             got, decided = decide(*stage(rows), dtype)
@@ -178,9 +189,7 @@ def _refined(rows: np.ndarray, dtype: np.dtype, first: np.ndarray | None) -> np.
             got, decided = decide(*stage(rows[index]), dtype)
             values[index[decided]] = got[decided]
             pending[index[decided]] = False
-    for i in np.flatnonzero(pending):
-        values[i] = _mpmath_lse(rows[i], dtype)
-    return values
+    return values, ~pending
 
 
 def stages() -> tuple[tuple[Stage, float], ...]:
