@@ -5,7 +5,8 @@ a numba ``parallel`` loop over a contiguous float32 array small enough for the p
 (256 KiB, split over the threads), each element widened to float64, shifted by the array's
 maximum, clamped and passed to the same exp as onnx-reduce's float32 LogSumExp kernel
 (:func:`onnx_reduce.kernels.fast._exp.exp_nonpos_short`, imported, not copied), the terms
-summed with reassociation allowed (vector lanes), many passes per call. Reported as input
+summed with reassociation allowed (vector lanes, as wide as the kernels': 512 bits where the
+CPU has them), many passes per call. Reported as input
 GB/s (10**9 bytes of float32 per second), the best of several calls: an upper bound for
 ReduceLogSumExp float32 in any layout, which the report gives as a fraction of it.
 
@@ -46,14 +47,16 @@ def exp_sum_kernel() -> Any:
 def _compile() -> Any:
     from numba import njit, prange
 
-    from ..kernels.fast._common import choose_threading_layer
+    from ..kernels.fast._common import choose_threading_layer, wide_vectors
     from ..kernels.fast._exp import exp_nonpos_short
 
     choose_threading_layer()  # before numba would pick its own at the first launch
 
     @njit(fastmath={"reassoc"}, cache=False)
     def exp_terms(base, start, count, m, passes):  # pragma: no cover - compiled
-        # the kernels' own form: a slice taken here, in a serial function, vectorizes
+        # the kernels' own form: a slice taken here, in a serial function, vectorizes, with
+        # the vector width theirs
+        wide_vectors()
         seg = base[start:start + count]
         total = 0.0
         for _ in range(passes):

@@ -105,6 +105,7 @@ __all__ = [
     "storage_view",
     "store",
     "threads_now",
+    "wide_vectors",
     "widen",
     "widen32",
 ]
@@ -570,6 +571,23 @@ def prefetch(typingctx, arr, index):  # type: ignore[no-untyped-def]
         return context.get_dummy_value()
 
     return types.void(arr, index), codegen
+
+
+@intrinsic
+def wide_vectors(typingctx):  # type: ignore[no-untyped-def]
+    """Let LLVM vectorize the function being compiled with 512-bit vectors where the CPU has
+    them (the ``"prefer-vector-width"="512"`` attribute): for compute-bound loops. LLVM's
+    tuning for most AVX-512 CPUs prefers 256 bits, which halves a core with two 512-bit FMA
+    units (docs/kernel-design.md, "Vector width"). Called in an ``inline="always"`` part, it
+    marks each function the part is inlined into; no code, no effect without AVX-512."""
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        # llvmlite's FunctionAttributes admits only enum attributes: add the string one as a
+        # set member (it is written out as is)
+        set.add(builder.function.attributes, '"prefer-vector-width"="512"')
+        return context.get_dummy_value()
+
+    return types.none(), codegen
 
 
 @njit(cache=True, nogil=True)

@@ -80,6 +80,7 @@ from ._common import (
     store,
     threads_now,
     two_sum,
+    wide_vectors,
     widen,
 )
 from ._exp import (
@@ -619,6 +620,7 @@ def _term_parts(x, m):
 def _keys_part(seg, m):
     """The largest order-preserving key and magnitude bits in ``seg`` (integer maxima: they
     vectorize; the magnitude tells whether a NaN is there); ``m`` unused."""
+    wide_vectors()
     key = _KEY_FLOOR
     mag = 0
     for i in range(seg.size):  # indices from range(n): no negative-index wraparound
@@ -647,6 +649,7 @@ def _add_terms(seg, m):
     """(sum of terms, float64 rest, ties) of ``seg`` against the shift ``m``: ``exp(x - m)`` for
     ``x < m`` (float64: split by :func:`_term_parts`, the rest kept apart), and the count of
     ``x == m`` (the ties add exactly 1 each, apart, so a tiny result keeps its digits)."""
+    wide_vectors()
     tail = 0.0
     rest = 0.0
     ties = 0.0
@@ -696,6 +699,7 @@ def _guess_sum(seg, m):
     """The sum of ``exp(x - m)`` over ``seg`` for a guessed shift ``m``: no compare, no tie
     count (:func:`_term_open` clamps what the guess did not bound; the caller checks the
     result)."""
+    wide_vectors()
     total = 0.0
     for i in range(seg.size):
         total += _term_open(_wide(seg[i]) - m)
@@ -1090,6 +1094,7 @@ def _rows_online_split(base, bits, offset, geo, block, pieces, out):
 @njit(cache=True)
 def _keys_slice(seg, keys, mags):
     """Raise adjacent outputs' key and magnitude maxima by one row slice."""
+    wide_vectors()
     for j in range(seg.size):
         keys[j] = max(keys[j], _key(seg, j))
         mags[j] = max(mags[j], _magnitude(seg, j))
@@ -1098,6 +1103,7 @@ def _keys_slice(seg, keys, mags):
 @njit(cache=True)
 def _keys4(s0, s1, s2, s3, keys, mags):
     """Raise each output's key and magnitude maxima by its elements of four row slices."""
+    wide_vectors()
     for j in range(keys.size):
         k = max(max(_key(s0, j), _key(s1, j)), max(_key(s2, j), _key(s3, j)))
         keys[j] = max(keys[j], k)
@@ -1110,6 +1116,7 @@ def _keys4(s0, s1, s2, s3, keys, mags):
 def _terms_slice(seg, peaks, his, los, ties):
     """Add one row slice's terms into the per-output accumulators (float64: the terms' parts
     on the 2**-40 grid into ``his``, exact for BLOCK rows, the rest into ``los``)."""
+    wide_vectors()
     if is_float64(seg):
         for j in range(seg.size):
             x = seg[j]
@@ -1137,6 +1144,7 @@ def _parts_below(x, m):
 @njit(cache=True)
 def _terms4(s0, s1, s2, s3, peaks, his, los, ties):
     """Four rows' terms into the accumulators (float64: as :func:`_terms_slice`)."""
+    wide_vectors()
     if is_float64(s0):
         for j in range(peaks.size):
             m = peaks[j]
@@ -1170,6 +1178,7 @@ def _terms4(s0, s1, s2, s3, peaks, his, los, ties):
 def _guess_slice(seg, peaks, his):
     """``his[j] += exp(x_j - peaks[j])`` over a row slice against guessed shifts: no compare,
     no tie count (:func:`_term_open`)."""
+    wide_vectors()
     for j in range(seg.size):
         his[j] += _term_open(_wide(seg[j]) - peaks[j])
 
@@ -1177,6 +1186,7 @@ def _guess_slice(seg, peaks, his):
 @njit(cache=True)
 def _guess4(s0, s1, s2, s3, peaks, his):
     """Four rows' terms shifted by the guessed ``peaks``: no compare, no tie count."""
+    wide_vectors()
     for j in range(peaks.size):
         m = peaks[j]
         his[j] += ((_term_open(_wide(s0[j]) - m) + _term_open(_wide(s1[j]) - m))
@@ -1290,6 +1300,7 @@ def _guessed(base, m, s):
 def _finish_all(base, peaks, his, los, ties, res):
     """``res[j]`` = output ``j``'s :func:`_finish`: a loop that vectorizes, log and all
     (``res`` apart from the inputs: with ``res`` = ``his`` the overlap check runs it scalar)."""
+    wide_vectors()
     for j in range(res.size):
         res[j] = _finish(base, peaks[j], his[j], los[j], ties[j])
 
@@ -1446,6 +1457,7 @@ def _small_rows(base, geo, out):
     maximum (integer keys), then its terms and ties, row by row. No per-row setup beyond an
     odometer step: short rows (8x128, 8x8x16) cost little more than their data.
     """
+    wide_vectors()
     sizes, _, ost = merged_dims(geo)
     m = sizes.size
     n_in = sizes[m - 1]
@@ -1491,6 +1503,7 @@ def _small_columns(base, geo, out):
     kernel, whose work items have setup. Its setup and final loop repeat :func:`_small_rows`'
     on purpose (docs/kernel-design.md, "Deliberate separation and repetition").
     """
+    wide_vectors()
     sizes, _, ost = merged_dims(geo)
     m = sizes.size
     n_in = sizes[m - 1]

@@ -146,6 +146,17 @@ def _runs(src, start, runs, pitch, n, step, m):  # pragma: no cover - compiled
 
 
 @njit(cache=True, inline="always")
+def _prefetch_runs(bits, start, runs, pitch, n):
+    """``runs`` runs of ``n`` elements ``pitch`` apart from ``start`` into cache (short runs far
+    apart, as a split layout's, each on a page of its own: the hardware prefetcher does not
+    follow them)."""
+    for r in range(runs):
+        at = start + r * pitch
+        for i in range(at, at + n, LINE):
+            prefetch(bits, i)
+
+
+@njit(cache=True, inline="always")
 def whole_runs(rs, n, run, first, left, block):
     """How many whole runs of ``n`` elements from ``run`` on are evenly spaced (along the
     innermost outer reduced dim) and fit in a block with ``left`` elements left; 0 or 1: none
@@ -170,7 +181,11 @@ def _walk(base, bits, off, rs, rst, n, step, a, b, m, block):  # pragma: no cove
         start = off + flat_offset(run, rs, rst, rs.size) + first * step
         runs = whole_runs(rs, n, run, first, b - pos, block)
         if runs > 1:  # short runs evenly spaced: one loop nest over them
-            part = _runs(src, start, runs, rst[rs.size - 1], n, step, m)
+            pitch = rst[rs.size - 1]
+            if ACC_PREFETCH and step == 1 and 2 * runs <= whole_runs(rs, n, run, 0, b - pos,
+                                                                     2 * runs * n):
+                _prefetch_runs(bits, start + runs * pitch, runs, pitch, n)  # the next group
+            part = _runs(src, start, runs, pitch, n, step, m)
             if acc_failed(part):
                 return state, False
             state = acc_fold(state, part)
