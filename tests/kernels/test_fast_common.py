@@ -193,3 +193,64 @@ def test_ordered_two_sum_gives_two_sum_s_exact_error() -> None:
             s, e, t, f = _both_sums(v, w, nonneg)
             if math.isfinite(s):
                 assert (s, e) == (t, f), (v, w)
+
+
+@njit
+def _marked_sum(x):
+    _common.wide_vectors()
+    total = 0.0
+    for i in range(x.size):
+        total += x[i]
+    return total
+
+
+@njit
+def _unmarked_sum(x):
+    total = 0.0
+    for i in range(x.size):
+        total += x[i]
+    return total
+
+
+def test_wide_vectors_marks_the_function_it_is_compiled_into() -> None:
+    """``wide_vectors()`` gives the calling function LLVM's 512-bit preference, and only it:
+    the attribute is in the compiled IR, where the unmarked twin has none."""
+    x = np.arange(100.0)
+    assert _marked_sum(x) == _unmarked_sum(x) == 4950.0
+    marked = next(iter(_marked_sum.inspect_llvm().values()))
+    unmarked = next(iter(_unmarked_sum.inspect_llvm().values()))
+    assert '"prefer-vector-width"="512"' in marked
+    assert "prefer-vector-width" not in unmarked
+
+
+@njit(fastmath=_common.REASSOC)
+def _terms_of(x, m):
+    return log_sum_exp._add_terms(x, m)
+
+
+def test_an_inlined_part_marks_its_caller() -> None:
+    """ReduceLogSumExp's terms part, inlined into a function of its own, brings the mark with
+    it: every walk built on it gets 512-bit vectors."""
+    x = np.array([0.0, -1.0, -2.0])
+    big, rest, ties = _terms_of(x, 0.0)
+    assert ties == 1.0
+    assert abs(big + rest - (math.exp(-1.0) + math.exp(-2.0))) < 1e-15
+    assert '"prefer-vector-width"="512"' in next(iter(_terms_of.inspect_llvm().values()))
+
+
+@njit
+def _sum_marked_for_float64(x):
+    _common.wide_vectors_for(x)
+    total = 0.0
+    for i in range(x.size):
+        total += x[i]
+    return total
+
+
+def test_wide_vectors_for_marks_float64_input_only() -> None:
+    """The sums' mark: float64 input compiles with the 512-bit preference, float32 without."""
+    for dtype, marked in ((np.float64, True), (np.float32, False)):
+        x = np.arange(64, dtype=dtype)
+        assert _sum_marked_for_float64(x) == 2016.0
+        ir = _sum_marked_for_float64.inspect_llvm(_sum_marked_for_float64.signatures[-1])
+        assert ('"prefer-vector-width"="512"' in ir) == marked, dtype

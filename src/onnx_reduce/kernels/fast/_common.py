@@ -106,6 +106,7 @@ __all__ = [
     "store",
     "threads_now",
     "wide_vectors",
+    "wide_vectors_for",
     "widen",
     "widen32",
 ]
@@ -588,6 +589,22 @@ def wide_vectors(typingctx):  # type: ignore[no-untyped-def]
         return context.get_dummy_value()
 
     return types.none(), codegen
+
+
+@intrinsic
+def wide_vectors_for(typingctx, arr):  # type: ignore[no-untyped-def]
+    """:func:`wide_vectors` where ``arr`` holds float64, nothing otherwise: the float64 sums'
+    loops gain from 512 bits, the float32 ones lose (docs/kernel-design.md, "Vector width")."""
+    if not isinstance(arr, types.Array):
+        return None
+    wide = arr.dtype == types.float64
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        if wide:
+            set.add(builder.function.attributes, '"prefer-vector-width"="512"')
+        return context.get_dummy_value()
+
+    return types.none(arr), codegen
 
 
 @njit(cache=True, nogil=True)

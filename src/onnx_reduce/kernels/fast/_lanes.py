@@ -43,7 +43,7 @@ from numba import carray, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ._common import flat_offset, prefetch, two_sum
+from ._common import flat_offset, prefetch, two_sum, wide_vectors_for
 
 #: Kahan accumulators per run: two vectors of float64 (four runs: eight chains in flight).
 LANES = 16
@@ -402,6 +402,7 @@ def _one_run(base, a, n, step, square, s, c):
 @njit(cache=True, nogil=True)
 def _plain(base, a, n, step, square):
     """The IEEE sum (of squares) of ``n`` elements ``step`` apart from ``base[a]``."""
+    wide_vectors_for(base)
     acc = 0.0
     for i in range(n):
         v = base[a + i * step]
@@ -476,6 +477,7 @@ def _tiny_rows_loop(base, a, stride, n, square, count, hi, lo):
 def _eights(base, a, stride, n, square, count, hi, lo):
     """:func:`tiny_sums`'s lanes of rows of ``SHORT < n <= TINY`` elements: eight rows at a
     time (:func:`_eight_rows`), the last ``count % 8`` by :func:`four_rows`."""
+    wide_vectors_for(base)
     full = count - count % 8
     if n <= 8:  # (a literal count of vectors each)
         for g in range(0, full, 8):
@@ -507,6 +509,7 @@ def tiny_sums(base, a, stride, n, square, count, hi, lo):
     vectorize too); longer ones eight at a time (:func:`_eights`). A row whose sum is not
     finite then takes its IEEE sum, as :func:`_finite_or_plain` gives it (a finite head stays
     finite in the last TwoSum)."""
+    wide_vectors_for(base)
     if n > SHORT:
         _eights(base, a, stride, n, square, count, hi, lo)
     elif stride == 2 and n == 2:
@@ -527,6 +530,7 @@ def four_rows(base, a0, a1, a2, a3, n, square):
     """The sums (of squares) of the four contiguous rows of ``n`` elements from ``base[a0]``,
     ..., ``base[a3]``, each a double-double ``(hi, lo)`` (the IEEE sum when not finite): the
     four rows in one loop, their lanes joined side by side."""
+    wide_vectors_for(base)
     ps = _stack(_FOUR)
     pc = _stack(_FOUR)
     _four_runs(base, a0, a1, a2, a3, n, 1, square, carray(ps, _FOUR), carray(pc, _FOUR))
@@ -542,6 +546,7 @@ def four_rows(base, a0, a1, a2, a3, n, square):
 def run_sum(base, a, n, step, square):
     """The sum (of squares) of the ``n`` elements ``step`` apart from ``base[a]``, as a
     double-double ``(hi, lo)`` (the IEEE sum when not finite)."""
+    wide_vectors_for(base)
     ps = _stack(_FOUR)
     pc = _stack(_FOUR)
     s = carray(ps, _FOUR)
@@ -580,6 +585,7 @@ def _row_shape(rsz):
 def _plain_output(base, o, rsz, rst, rows, square):
     """The IEEE sum (of squares) of the ``rows`` contiguous reduced rows of the output at
     element offset ``o``."""
+    wide_vectors_for(base)
     acc = 0.0
     n = rsz[rsz.size - 1]
     for t in range(rows):
@@ -593,6 +599,7 @@ def four_outputs(base, o0, o1, o2, o3, rsz, rst, square):
     ``(hi, lo)`` (the IEEE sum when not finite), whose reduced dims are ``rsz`` with element
     strides ``rst`` (the last contiguous): row ``t`` of the four side by side, for every
     ``t``, into the same lanes, joined once at the end."""
+    wide_vectors_for(base)
     ps = _stack(_FOUR)
     pc = _stack(_FOUR)
     s = carray(ps, _FOUR)
@@ -617,6 +624,7 @@ def four_outputs(base, o0, o1, o2, o3, rsz, rst, square):
 def one_output(base, o, rsz, rst, square):
     """:func:`four_outputs` for one output: its rows four at a time side by side, the last
     0-3 each spread over the four (:func:`_one_run`), joined once at the end."""
+    wide_vectors_for(base)
     ps = _stack(_FOUR)
     pc = _stack(_FOUR)
     s = carray(ps, _FOUR)

@@ -82,6 +82,7 @@ from ._common import (
     storage_dtype,
     store,
     threads_now,
+    wide_vectors_for,
     widen,
 )
 from ._common import flat_offset as _offset  # (shared with ._lanes)
@@ -645,6 +646,7 @@ def _streamed_sum(base, a, n, square):
     accumulators stay in registers), prefetch addresses are clamped with ``min``, squares are
     not fused into the adds (:func:`_square_unfused`); inlined, unsigned indices, no slices.
     Each of these measured: docs/kernel-design.md, "Row kernel"."""
+    wide_vectors_for(base)
     block, line, ahead = _stream_steps(base[0])  # an element: the array would cost atomics
     last = np.uint64(base.size - 1)
     ua = np.uint64(a)
@@ -740,6 +742,7 @@ def _row_sums3(base, a, b, c, n, square):
     outputs take the same row (:func:`_rows_range`), three outputs a third apart (threaded
     float32: :func:`_streamed_sums3`). Three short rows per loop save a set-up and a
     horizontal sum per row (docs/kernel-design.md, "Row kernel")."""
+    wide_vectors_for(base)
     ua = np.uint64(a)
     ub = np.uint64(b)
     uc = np.uint64(c)
@@ -777,6 +780,7 @@ def _streamed_sums3(base, a, b, c, n, square):
     goes next). The block loop as in :func:`_streamed_sum` (compile-time length, squares
     unfused). The rows of :func:`_float32_rows_parallel`; float16 and bfloat16, whose
     widening and not memory sets the pace, stay in :func:`_row_sums3`."""
+    wide_vectors_for(base)
     block, line, ahead = _wide_steps(base[0])
     last = np.uint64(base.size - 1)
     ua = np.uint64(a)
@@ -819,6 +823,7 @@ def _row_sum(base, a, n, square):
     """Sum (of squares) of the ``n`` contiguous elements from ``base[a]``, widened, from 0
     (inlined, unsigned indices, no slice: see :func:`_streamed_sum`). One plain loop: the best
     for rows in cache."""
+    wide_vectors_for(base)
     ua = np.uint64(a)
     acc = _zero(widen(base[0]))
     if square:
@@ -836,6 +841,7 @@ def _segment(base, a, n, step, square):
     """Sum (of squares) of ``base[a + i*step]``, ``0 <= i < n`` (n >= 1, step > 1), widened
     (not float64, whose strided rows go through the compensated lanes). Signed indices on
     purpose: this loop does not vectorize either way."""
+    wide_vectors_for(base)
     v = widen(base[a])
     if square:
         acc = v * v
@@ -858,6 +864,7 @@ def _rows_range(base, offs, m, rsz, rst, lo, hi, square, comp, s, c, three):
     constant: float32 in :func:`_float32_rows_parallel`, :func:`_streamed_sums3`), else each
     row in one loop (:func:`_row_sums3`). float64 (``comp``): each run summed in compensated
     lanes (four outputs' at a time: :mod:`._lanes`) and folded into its output's ``s, c``."""
+    wide_vectors_for(base)
     nr = rsz.size
     n_in = rsz[nr - 1]
     s_in = rst[nr - 1]
@@ -919,6 +926,7 @@ def _rows_in_thirds(base, stride, n, square, out, w0, w1):
     time, and in each group output o of each third side by side (:func:`_streamed_sums3`).
     Returns the first output of the 0-2 left for the caller. Three prefetched streams 16 rows
     apart read memory faster than one row at a time (docs/kernel-design.md, "Row kernel")."""
+    wide_vectors_for(base)
     zero = _zero(widen(base[0]))
     g = w0
     while g + 3 <= w1:
@@ -937,6 +945,7 @@ def _rows_in_thirds(base, stride, n, square, out, w0, w1):
 def _each_row(base, ksz, kst, n, square, out, w0, w1):
     """Outputs ``[w0, w1)`` of one contiguous row of ``n`` elements each (kept dims ``ksz``,
     ``kst``), summed and stored one by one: no per-output calls (short rows are common)."""
+    wide_vectors_for(base)
     zero = _zero(widen(base[0]))
     nk = ksz.size
     for o in range(w0, w1):
@@ -950,6 +959,7 @@ def _eight_wide_outputs(base, stride, n, out, w0, w1):
     elements ``stride`` apart: eight rows at a time side by side
     (:func:`._lanes.eight_wide_rows`; one row at a time costs a fold of its lanes per row),
     the last ``(w1 - w0) % 8`` one by one as :func:`_each_row` does."""
+    wide_vectors_for(base)
     sums = np.empty(8)
     full = w0 + (w1 - w0) // 8 * 8
     for g in range(w0, full, 8):
@@ -990,6 +1000,7 @@ def _tiny_outputs(base, stride, n, square, out, first, last, n_out):  # pragma: 
     ``run_sum``, each folded into zeros by Neumaier and finished), the same bits, with the
     rows side by side (:func:`._lanes.tiny_sums`) and the folds branch-free. No fast-math: it
     would undo the compensation."""
+    wide_vectors_for(base)
     grouped = min(last, n_out - n_out % 4)
     count = max(0, grouped - first)
     hi = np.empty(count)
@@ -1023,6 +1034,7 @@ def _finish_folded(out, o, head, tail, square):  # pragma: no cover - compiled
 def _rows_work(base, geo, block, pieces, square, comp, out, wide, hi, lo, w0, w1, three):
     """Work items ``[w0, w1)`` of the row kernel: item ``w`` is piece ``w % pieces`` of the
     ``block`` outputs from ``(w // pieces) * block`` on (canonical kept order)."""
+    wide_vectors_for(base)
     ksz, kst = kept_dims(geo)
     rsz, rst = reduced_dims(geo)
     n_out = 1
@@ -1180,6 +1192,7 @@ def _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, square):
     :func:`_add_wide_rows`); why each, measured: docs/kernel-design.md, "Column kernel". Call it
     with a constant ``square`` (a run-time flag stays in the inner loops). No fastmath beyond
     contraction: it would cancel ``c``; the loops over ``j`` vectorize without it."""
+    wide_vectors_for(base)
     if step == 1 and rsz.size == 1 and rst[0] == width:  # each row follows the last
         r0 = _add_narrow_rows(base, off, r0, r1, width, s, c, square, True)
     if step == 1:
@@ -1190,6 +1203,7 @@ def _add_rows(base, off, r0, r1, rsz, rst, step, width, s, c, square):
 @njit(cache=True, nogil=True, fastmath=_CONTRACT, inline="always")
 def _add_contiguous(base, off, r0, r1, rsz, rst, width, s, c, square):
     """:func:`_add_rows`'s grouped forms for contiguous slices; returns the first row left."""
+    wide_vectors_for(base)
     nbytes = width * base.itemsize
     if nbytes >= WIDE_BYTES and _is_float32(base):
         return _add_wide_rows(base, off, r0, r1, rsz, rst, width, s, square)
@@ -1216,6 +1230,7 @@ def _add_narrow_rows(base, off, r0, r1, width, s, c, square, presum):
     :func:`_add_block` (``presum`` as there), the lanes then folded into ``s[:width]``. ``s``
     and ``c`` hold LANE_BYTES elements at least. Returns the first row of the 0 to k - 1 left
     over (``r0`` when the slice is not narrow)."""
+    wide_vectors_for(base)
     k = _lane_rows(width, base.itemsize)
     g = (r1 - r0) // k
     if k < 2 or g < 4:
@@ -1246,6 +1261,7 @@ def _fold_lanes(t, tc, first, lanes, width, comp, s, c, o):
 def _add_each_row(base, off, r0, r1, rsz, rst, step, width, s, c, square):
     """:func:`_add_rows` one row per accumulator update: strided slices, and the rows the
     grouped forms leave over."""
+    wide_vectors_for(base)
     comp = is_float64(base)
     nr = rsz.size
     rs = rst[0]
@@ -1268,6 +1284,7 @@ def _add_row_pairs(base, off, r0, r1, rsz, rst, width, s, c, square):
     Row offsets are scalars spelled out at each use, here and in the other forms: an array
     in the loop costs two atomics, and so does a helper taking ``rsz``/``rst``
     (docs/kernel-design.md, "Deliberate separation and repetition")."""
+    wide_vectors_for(base)
     comp = is_float64(base)
     nr = rsz.size
     rs = rst[0]
@@ -1296,6 +1313,7 @@ def _add_thirds(base, off, r0, r1, rsz, rst, width, s, c, square):
     """:func:`_add_rows` for contiguous slices, row ``r`` of each third of the range per update,
     in a plain loop (float64, and float16/bfloat16 squares: prefetching is no faster).
     Returns the first row of the 0-2 left over."""
+    wide_vectors_for(base)
     comp = is_float64(base)
     nr = rsz.size
     rs = rst[0]
@@ -1324,6 +1342,7 @@ def _add_streamed_thirds(base, off, r0, r1, rsz, rst, width, s, square):
     prefetched (float32: WIDE_BLOCK_BYTES blocks, WIDE_PREFETCH_BYTES on; float16, bfloat16
     and integer sums: STREAM_BLOCK_BYTES, a third of PREFETCH_BYTES on); the rows prefetched
     are all in the range. Returns the first row of the 0-2 left over."""
+    wide_vectors_for(base)
     nr = rsz.size
     rs = rst[0]
     uw = np.uint64(width)
@@ -1368,6 +1387,7 @@ def _add_wide_rows(base, off, r0, r1, rsz, rst, width, s, square):
     the start of the next row, the next one its stream reads). Returns the first row of the
     0-2 left for the caller to add. The hardware prefetcher alone keeps too few reads in
     flight for this loop (measured: docs/kernel-design.md, "Column kernel")."""
+    wide_vectors_for(base)
     nr = rsz.size
     rs = rst[0]
     uw = np.uint64(width)
@@ -1407,6 +1427,7 @@ def _columns(comp):
 def _cols_work(base, geo, pieces, square, comp, out, wide, hi, lo, w0, w1):
     """Work items ``[w0, w1)`` of the column kernel: item ``w`` is piece ``w % pieces`` of the
     block of up to :func:`_columns` adjacent outputs ``w // pieces``."""
+    wide_vectors_for(base)
     ksz, kst = kept_dims(geo)
     rsz, rst = reduced_dims(geo)
     nk = ksz.size
@@ -1478,6 +1499,7 @@ def _small_nd(base, geo, square, comp, out):
 
     The loop over units (rows, or blocks of rows) steps an odometer over the outer dims (no
     divisions, :func:`._common.next_outer`)."""
+    wide_vectors_for(base)
     sizes, red, ost = merged_dims(geo)
     m = sizes.size
     n_in = sizes[m - 1]
@@ -1533,6 +1555,7 @@ def _add_block(base, a, n_rows, width, square, comp, s, c, o, presum):
     with ``presum`` four rows per TwoSum as the column kernel adds them (:func:`_add_row_pairs`,
     faster on large narrow slices). Inlined: a call taking the arrays would cost atomic
     reference-count updates per block (docs/kernel-design.md, "Small arrays")."""
+    wide_vectors_for(base)
     uo = np.uint64(o)  # unsigned indices: no wraparound tests, the loops vectorize
     uw = np.uint64(width)
     h = n_rows // 4 * 2 if presum or not comp else 0
@@ -1638,6 +1661,7 @@ def _split_dims(sizes, red):
 def _small_sum(base, geo, out):
     """ReduceSum by :func:`_small_nd`, its flags fixed at compile time (as runtime arguments
     they slow small arrays); returns False (nothing to redo)."""
+    wide_vectors_for(base)
     _small_nd(base, geo, False, is_float64(base), out)
     return False
 
@@ -1646,6 +1670,7 @@ def _small_sum(base, geo, out):
 def _small_l2(base, geo, out):
     """ReduceL2 by :func:`_small_nd`; True when a float64 output overflowed or may have lost
     bits to underflow (the caller then redoes it, scaled)."""
+    wide_vectors_for(base)
     comp = is_float64(base)
     _small_nd(base, geo, True, comp, out)
     return comp and _unsafe_small_l2(out)
@@ -1673,6 +1698,7 @@ def _combine(hi, lo, pieces, square, comp, out, wide):
 def _l2_scaled(base, geo, which, out):
     """float64 L2 of the outputs ``which``, every element scaled by 2**-e, e the exponent of
     the largest magnitude: no overflow, no underflow that matters."""
+    wide_vectors_for(base)
     ksz, kst = kept_dims(geo)
     rsz, rst = reduced_dims(geo)
     nr = rsz.size
