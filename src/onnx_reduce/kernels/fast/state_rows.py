@@ -34,7 +34,7 @@ from numba import njit
 
 from ...spec.dtypes import is_float
 from ..states import ZERO_SCALE
-from ._common import REASSOC, ordered_two_sum, storage_view, two_sum, widen
+from ._common import REASSOC, ordered_two_sum, storage_view, two_sum, wide_vectors, widen
 from ._exp import exp_nonpos
 from ._lanes import fma
 
@@ -116,6 +116,7 @@ def _exp_term(x, top):  # pragma: no cover - compiled
 def _lse_tails(base, m, n, rs, cs, peak, head, tail, ties):  # pragma: no cover - compiled
     """Per row of finite ``peak`` (its maximum): Σ exp(x - peak) over the terms below it, in
     double-double (``head``, ``tail``), and the number equal to it (``ties``)."""
+    wide_vectors()
     if cs == 1:
         hi = np.zeros(LANES)
         lo = np.zeros(LANES)
