@@ -574,6 +574,18 @@ def prefetch(typingctx, arr, index):  # type: ignore[no-untyped-def]
     return types.void(arr, index), codegen
 
 
+def _prefer_wide_vectors(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    """Codegen of the vector-width marks: the attribute on the function being compiled.
+    llvmlite's FunctionAttributes admits only enum attributes: the string one goes in as a set
+    member (it is written out as is)."""
+    set.add(builder.function.attributes, '"prefer-vector-width"="512"')
+    return context.get_dummy_value()
+
+
+def _no_mark(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    return context.get_dummy_value()
+
+
 @intrinsic
 def wide_vectors(typingctx):  # type: ignore[no-untyped-def]
     """Let LLVM vectorize the function being compiled with 512-bit vectors where the CPU has
@@ -581,14 +593,7 @@ def wide_vectors(typingctx):  # type: ignore[no-untyped-def]
     tuning for most AVX-512 CPUs prefers 256 bits, which halves a core with two 512-bit FMA
     units (docs/kernel-design.md, "Vector width"). Called in an ``inline="always"`` part, it
     marks each function the part is inlined into; no code, no effect without AVX-512."""
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        # llvmlite's FunctionAttributes admits only enum attributes: add the string one as a
-        # set member (it is written out as is)
-        set.add(builder.function.attributes, '"prefer-vector-width"="512"')
-        return context.get_dummy_value()
-
-    return types.none(), codegen
+    return types.none(), _prefer_wide_vectors
 
 
 @intrinsic
@@ -597,13 +602,7 @@ def wide_vectors_for(typingctx, arr):  # type: ignore[no-untyped-def]
     loops gain from 512 bits, the float32 ones lose (docs/kernel-design.md, "Vector width")."""
     if not isinstance(arr, types.Array):
         return None
-    wide = arr.dtype == types.float64
-
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        if wide:
-            set.add(builder.function.attributes, '"prefer-vector-width"="512"')
-        return context.get_dummy_value()
-
+    codegen = _prefer_wide_vectors if arr.dtype == types.float64 else _no_mark
     return types.none(arr), codegen
 
 
