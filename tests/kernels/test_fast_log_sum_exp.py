@@ -686,7 +686,7 @@ def test_column_guess_serves_or_declines():
 
 @pytest.mark.parametrize("dtype", [*NARROW, np.dtype(np.float64)], ids=str)
 def test_column_results_do_not_depend_on_the_item_width(dtype, monkeypatch):
-    # Items of 2 KiB or 16 bytes of outputs, parallel or not: the same bits, declined outputs
+    # Items of COLUMN_BYTES or 16 bytes of outputs, parallel or not: the same bits, declined outputs
     # included (a declined output does not send its neighbours to the exact passes).
     x = np.ascontiguousarray(np.tile(guess_rows(dtype).T, (1, 40)))
     wide = fast_lse(x, [0]).astype(np.float64)  # NaN == NaN for assert_array_equal

@@ -113,9 +113,10 @@ CHUNK = 8192
 #: NARROW_COLUMNS_CACHED bytes, read from cache (docs/kernel-design.md, "Narrow columns").
 NARROW_COLUMNS_BYTES = 64
 NARROW_COLUMNS_CACHED = 4 << 20
-#: Bytes of one row slice of a column work item (wide enough to amortize the per-row setup;
-#: its six float64/int64 accumulator arrays stay in L1).
-COLUMN_BYTES = 2048
+#: Bytes of one row slice of a column work item: wide enough to amortize the per-row setup
+#: and for slices the hardware prefetcher follows (docs/kernel-design.md, "Column prefetch
+#: and item width").
+COLUMN_BYTES = 8192
 COLUMN_MIN_BYTES = 128
 #: Below this many input elements the kernels run on the calling thread only.
 PARALLEL_MIN = 1 << 16

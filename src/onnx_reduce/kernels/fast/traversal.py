@@ -37,6 +37,11 @@ from ._common import flat_offset, prefetch
 
 #: Elements between the prefetches of a contiguous block (a 64-byte line of float32).
 LINE = 16
+#: Column walks prefetch their next four row slices only when a slice is at most this many
+#: bytes: the hardware prefetcher falls behind on shorter ones and keeps up with longer ones,
+#: where software prefetches cost time (docs/kernel-design.md, "Column prefetch and item
+#: width").
+PREFETCH_SLICE_BYTES = 2048
 
 
 def specialise(template: Any, name: str, flags: dict[str, Any], **parts: Any) -> Any:
@@ -285,7 +290,7 @@ def _column_walk(base, bits, off, width, step, rs, rst, a, b, state):  # pragma:
     """Reduced rows ``a..b`` (C order over ``rs`` / ``rst``) of ``width`` adjacent outputs
     (``step`` apart, the first at ``off``) into the state: four rows at a time where the
     innermost reduced dim has them (one load and store of the accumulators per four elements),
-    the next four prefetched."""
+    the next four prefetched when a slice is at most PREFETCH_SLICE_BYTES."""
     src = acc_read(base, bits)
     nd = rs.size
     index = np.zeros(nd, np.int64)
@@ -299,7 +304,8 @@ def _column_walk(base, bits, off, width, step, rs, rst, a, b, state):  # pragma:
     row = a
     while row < b:
         count = 4 if (rs[last] - index[last] >= 4 and b - row >= 4) else 1
-        if step == 1 and count == 4 and rs[last] - index[last] >= 8 and b - row >= 8:
+        if (step == 1 and count == 4 and width * bits.itemsize <= PREFETCH_SLICE_BYTES
+                and rs[last] - index[last] >= 8 and b - row >= 8):
             _prefetch_rows(bits, start + 4 * rst[last], rst[last], width)
         if count == 4:
             _slices4(src, start, rst[last], width, step, state)
