@@ -701,6 +701,28 @@ def test_column_results_do_not_depend_on_the_item_width(dtype, monkeypatch):
             lse_module._JOBS.clear()
 
 
+@pytest.mark.parametrize("dtype", [*NARROW, np.dtype(np.float64)], ids=str)
+def test_least_magnitude_reads_the_storage_and_leaves_out_nan(dtype):
+    values = np.array([np.nan, -3.0, 0.5, np.inf, -0.25, np.nan], dtype)
+    storage = values.view(lse_module.storage_dtype(dtype))
+    assert lse_module._least_magnitude(storage) == 0.25
+    assert lse_module._least_magnitude(storage[:1]) == np.inf  # NaN only: nothing to refine
+    assert lse_module._least_magnitude(storage[3:4]) == np.inf
+
+
+@pytest.mark.parametrize("dtype", [*NARROW, np.dtype(np.float64)], ids=str)
+def test_a_large_reduction_refines_its_one_result_near_zero(dtype):
+    # One output of 4096 near zero (the logs of 0.75 and 0.25 rounded to the dtype; float32:
+    # ~1e-8, where the fast kernel alone is ~250 ulps off, float64 far more): the cheap check
+    # finds it among results near 4 and the exact pass recomputes it.
+    x = np.random.default_rng(7).standard_normal((4096, 64)).astype(dtype)
+    x[1234] = -np.inf
+    x[1234, :2] = np.log([0.75, 0.25])
+    got = fast_lse(x, (1,))
+    picks = [0, 1234, 4095]
+    assert_close(x[picks], (1,), got[picks])
+
+
 def test_column_items_leave_no_thread_idle():
     # 512x512 float32 over axis 0 was one item of 512 outputs on one thread.
     import numba

@@ -195,13 +195,18 @@ def reduce_log_sum_exp(data: np.ndarray, plan: ReductionPlan) -> np.ndarray | No
     result = out.view(dtype)
     if restore is not None:
         result = restore(result, plan.kept_shape)
-    return _vouched(data, plan, result.reshape(plan.output_shape))
+    return _vouched(data, plan, result.reshape(plan.output_shape), out)
 
 
-def _vouched(data: np.ndarray, plan: ReductionPlan, result: np.ndarray) -> np.ndarray:
+def _vouched(data: np.ndarray, plan: ReductionPlan, result: np.ndarray,
+             out: np.ndarray) -> np.ndarray:
     """``result`` with the outputs its error bound cannot vouch for recomputed exactly
-    (:mod:`..exact_lse`): those under the dtype's threshold for this reduced size."""
+    (:mod:`..exact_lse`): those under the dtype's threshold for this reduced size. ``out``,
+    the kernel's flat output, tells in one compiled call whether there are any: numpy's mask
+    costs ~10 µs more right after a parallel kernel (docs/kernel-design.md, "Finishing")."""
     limit = threshold(data.dtype, fast_bound(data.dtype, plan.reduced_size))
+    if _least_magnitude(out) > limit:
+        return result
     mask = suspects(result, data.dtype, limit)
     if not mask.any():
         return result
@@ -1304,6 +1309,16 @@ def _finish_all(base, peaks, his, los, ties, res):
     wide_vectors()
     for j in range(res.size):
         res[j] = _finish(base, peaks[j], his[j], los[j], ties[j])
+
+
+@njit(cache=True)
+def _least_magnitude(out):
+    """The least |result| in ``out`` (storage dtype), NaN left out; inf when there is none."""
+    least = np.inf
+    for j in range(out.size):
+        r = abs(widen(out[j]))
+        least = min(least, r) if r == r else least
+    return least
 
 
 @njit(cache=True)
