@@ -27,10 +27,10 @@ results do not depend on the thread count.
 
 Columns (the innermost dim is kept: outer, middle): a work item owns ``COLUMN_BYTES`` of
 adjacent outputs (fewer when that leaves a thread idle) and walks the reduced rows four at a
-time, accumulators in L1. Narrow floats first read once, each output's shift guessed from its
-first ``PROBE_ROWS`` rows and kept under the rows' rule, decided per output; float64, and the
-outputs the guess did not serve, take a maximum pass, then a terms pass (float64: BLOCK rows at a
-time, each block's sums folded in as the rows' are).
+time, the next four prefetched where slices are short. Narrow floats first read once, each
+output's shift guessed from its first ``PROBE_ROWS`` rows and kept under the rows' rule, decided
+per output; float64, and the outputs the guess did not serve, take a maximum pass, then a terms
+pass (float64: BLOCK rows at a time, each block's sums folded in as the rows' are).
 
 Inputs under ``PARALLEL_MIN`` elements run on the calling thread (a parallel launch costs
 more than they take); parallel launches hold ``_common.parallel_section()``.
@@ -202,8 +202,8 @@ def _vouched(data: np.ndarray, plan: ReductionPlan, result: np.ndarray,
              out: np.ndarray) -> np.ndarray:
     """``result`` with the outputs its error bound cannot vouch for recomputed exactly
     (:mod:`..exact_lse`): those under the dtype's threshold for this reduced size. ``out``,
-    the kernel's flat output, tells in one compiled call whether there are any: numpy's mask
-    costs ~10 µs more right after a parallel kernel (docs/kernel-design.md, "Finishing")."""
+    the kernel's flat output, tells in one compiled call whether there are any (numpy's mask is
+    slow right after a parallel kernel: docs/kernel-design.md, "Finishing")."""
     limit = threshold(data.dtype, fast_bound(data.dtype, plan.reduced_size))
     if _least_magnitude(out) > limit:
         return result
