@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import mpmath
 import numpy as np
 
 from ..kernels.exact_lse import two_prod
@@ -84,7 +85,7 @@ def exact_result(case: Case, x: np.ndarray) -> Exact | None:
     elif case.op == "ReduceLogSum":
         pairs = [_log_pair(*_exact_sum(r.astype(np.float64)), wide) for r in table]
     elif case.dtype != "float64":
-        pairs = [(_lse64(r.astype(np.float64)), 0.0) for r in table]
+        pairs = [_lse64(r.astype(np.float64)) for r in table]
     else:
         pairs = [_lse_long(r) for r in table]
     shape = tuple(1 if i in case.axes else d for i, d in enumerate(x.shape))
@@ -151,9 +152,25 @@ def _log_pair(hi: float, lo: float, wide: bool) -> tuple[Any, float]:
     return math.log(hi) + lo / hi, 0.0
 
 
-def _lse64(row: np.ndarray) -> float:
+def _lse64(row: np.ndarray) -> tuple[float, float]:
+    """LSE of a float64 row of narrow inputs as a (hi, lo) pair: the maximum's term is 1, the
+    others summed exactly, the result ``m + log1p(rest)`` in ``np.longdouble`` (``log`` of a
+    sum near 1 would leave results near zero a float64 rounding of 1 off, e.g. 4e-6 float32
+    ulps for [0, -8]); in mpmath where ``m`` and the log cancel (rare: a result far below
+    ``m``)."""
     m = float(np.max(row))
-    return m + math.log(math.fsum(np.exp(row - m).tolist()))
+    terms = np.exp(row - m)
+    rest = math.fsum(np.delete(terms, int(np.argmax(row))).tolist())
+    total = np.longdouble(m) + np.log1p(np.longdouble(rest))
+    if abs(total) < abs(m) * 2.0**-20:
+        with mpmath.workprec(256):
+            top = mpmath.mpf(m)
+            exact = top + mpmath.log(mpmath.fsum(mpmath.exp(mpmath.mpf(v) - top)
+                                                 for v in row.tolist()))
+            hi = float(exact)
+            return hi, float(exact - hi)
+    hi = float(total)
+    return hi, float(total - np.longdouble(hi))
 
 
 def _lse_long(row: np.ndarray) -> tuple[np.longdouble, float]:
