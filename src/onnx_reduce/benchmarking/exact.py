@@ -158,9 +158,9 @@ def _lse64(row: np.ndarray) -> tuple[float, float]:
     sum near 1 would leave results near zero a float64 rounding of 1 off, e.g. 4e-6 float32
     ulps for [0, -8]); in mpmath where ``m`` and the log cancel (rare: a result far below
     ``m``)."""
-    m = float(np.max(row))
-    terms = np.exp(row - m)
-    rest = math.fsum(np.delete(terms, int(np.argmax(row))).tolist())
+    at = int(np.argmax(row))
+    m = float(row[at])
+    rest = math.fsum(np.exp(np.delete(row, at) - m).tolist())
     total = np.longdouble(m) + np.log1p(np.longdouble(rest))
     if abs(total) < abs(m) * 2.0**-20:
         with mpmath.workprec(256):
