@@ -239,7 +239,7 @@ def test_an_inlined_part_marks_its_caller() -> None:
 
 
 @njit
-def _sum_marked_for_float64(x):
+def _sum_marked_for_some(x):
     _common.wide_vectors_for(x)
     total = 0.0
     for i in range(x.size):
@@ -247,10 +247,57 @@ def _sum_marked_for_float64(x):
     return total
 
 
-def test_wide_vectors_for_marks_float64_input_only() -> None:
-    """The sums' mark: float64 input compiles with the 512-bit preference, float32 without."""
-    for dtype, marked in ((np.float64, True), (np.float32, False)):
+def test_wide_vectors_for_marks_float64_and_the_2_byte_floats_only() -> None:
+    """The sums' mark: float64 and float16/bfloat16 storage compile with the 512-bit
+    preference, float32 and the integers without."""
+    cases = ((np.float64, True), (np.float32, False), (np.uint16, True), (np.int16, True),
+             (np.int32, False), (np.uint64, False))
+    for dtype, marked in cases:
         x = np.arange(64, dtype=dtype)
-        assert _sum_marked_for_float64(x) == 2016.0
-        ir = _sum_marked_for_float64.inspect_llvm(_sum_marked_for_float64.signatures[-1])
+        assert _sum_marked_for_some(x) == 2016.0
+        ir = _sum_marked_for_some.inspect_llvm(_sum_marked_for_some.signatures[-1])
         assert ('"prefer-vector-width"="512"' in ir) == marked, dtype
+
+
+@njit
+def _pairs_of(bits, lo, hi):
+    for i in range(bits.size - 1):
+        lo[i], hi[i] = _common.widen_bf16_pair(_common.pair_bits(bits, i))
+
+
+def test_bfloat16_pairs_widen_each_element_exactly() -> None:
+    """Every element pair, from even and odd positions, gives the two bfloat16 in order:
+    normal, subnormal, zero of either sign, inf and NaN."""
+    from onnx_reduce.spec.dtypes import bfloat16
+
+    rng = np.random.default_rng(7)
+    bits = rng.integers(-(1 << 15), 1 << 15, size=4099, dtype=np.int16)
+    bits[:8] = np.array([0, -32768, 0x7F80, -128, 0x7FC0, 1, 0x3F80, -16512], np.int16)
+    lo = np.empty(bits.size - 1)
+    hi = np.empty(bits.size - 1)
+    _pairs_of(bits, lo, hi)
+    with np.errstate(invalid="ignore"):  # (ml_dtypes warns on NaN)
+        want = bits.view(bfloat16).astype(np.float64)
+    np.testing.assert_array_equal(lo, want[:-1])
+    np.testing.assert_array_equal(hi, want[1:])
+    assert np.signbit(lo[1])  # the cases above are there: -0.0, inf, NaN, a subnormal
+    assert np.isinf(lo[2])
+    assert np.isnan(lo[4])
+    assert 0 < lo[5] < 1e-38
+
+
+@njit
+def _widened(bits, out):
+    for i in range(bits.size):
+        out[i] = _common.widen(bits[i])
+
+
+def test_float16_widening_is_exact_for_every_value() -> None:
+    """All 65,536 float16 bit patterns widen to their float64 values (NaN to NaN); -0.0 to
+    +0.0, the one sign the float32 step (``half_to_float32`` plus +0.0) gives up."""
+    bits = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    out = np.empty(bits.size)
+    _widened(bits, out)
+    want = bits.view(np.float16).astype(np.float64)
+    np.testing.assert_array_equal(out, np.where(want == 0, 0.0, want))
+    assert not np.signbit(out[0x8000])

@@ -770,6 +770,27 @@ def test_one_rounding_for_bfloat16_and_float16() -> None:
     assert float(run("sum", wide, [0])[0, 0]) == 1.0 + 2.0**-7
 
 
+@pytest.mark.parametrize("square", [False, True])
+def test_bfloat16_rows_read_in_pairs_lose_no_element(square) -> None:
+    """bfloat16 rows are read two elements at a time: rows of odd and even lengths, from odd
+    and even element offsets (a C-contiguous array, its views without the first or last
+    column, all axes), on one thread and in threaded pieces. Whole numbers 1-8 and float64
+    outputs (:func:`sum_l2.reduce_wide`): every sum is exact, so a lost or doubled element
+    shows (a bfloat16 output would round it away)."""
+    rng = np.random.default_rng(21)
+    op = "ReduceL2" if square else "ReduceSum"
+    for n in (1, 2, 3, 8, 9, 255, 512, 513, 1025, 2049):
+        for rows in (5, (1 << 17) // n + 1):  # one thread; above the (lowered) parallel size
+            x = rng.integers(1, 9, size=(rows, n + 1)).astype(BF16)
+            for data, axes in ((x, (1,)), (x[:, 1:], (1,)), (x[:, :n], (1,)), (x, None)):
+                plan = make_plan(Request(resolve(op, 18), axes, False, False), data.shape)
+                with kernel_path("fast"):
+                    got = sum_l2.reduce_wide(data, plan, square)
+                terms = data.astype(np.float64) ** (2 if square else 1)
+                want = terms.sum(axis=axes)  # whole numbers under 2**53: exact
+                np.testing.assert_array_equal(got, np.sqrt(want) if square else want)
+
+
 def test_float64_long_reductions_stay_within_two_ulps() -> None:
     rng = np.random.default_rng(14)
     for x, axes in [

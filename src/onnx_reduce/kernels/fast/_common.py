@@ -9,9 +9,12 @@ The API, kept small and stable (also used by :mod:`.log_sum_exp`):
   ``args``, called directly (bound calls: :func:`entry_for`'s docstring says why), and the
   read-only example array that types an input as every other path hands it to the kernels.
 * ``is_float64(arr)`` (njit-callable): whether ``arr`` holds float64, a compile-time constant
-  (float64 inputs are the ones summed with compensation: there is no wider type to hide in).
+  (float64 inputs are the ones summed with compensation: there is no wider type to hide in);
+  ``is_bfloat16(arr)`` the same for bfloat16 storage.
 * ``widen(x)`` (njit-callable): one storage element -> float64 for the float types (exact),
   int64/uint64 for the integers. ``widen32(x)``: -> float32 for float16/bfloat16/float32 (exact).
+  ``widen_bf16_pair(pair_bits(arr, i))``: bfloat16 ``arr[i]`` and ``arr[i + 1]`` -> two
+  float64, from one 4-byte load (no shuffle to zero-extend each element).
 * ``store(out, i, v)`` (njit-callable): ``out[i] = v`` rounded once to ``out``'s storage dtype
   (float64 ``v``; float16/bfloat16 via a round-to-odd float32, i.e. one correct rounding;
   integer ``v`` wraps to the integer dtype).
@@ -80,7 +83,7 @@ from ...plan.geometry import (
 )
 from ...plan.layout import Canonical, canonical_layout
 from ...spec.dtypes import bfloat16
-from ._exp import float32_to_half, half_to_float64
+from ._exp import float32_to_half, half_to_float32, half_to_float64
 
 __all__ = [
     "CHUNKS_PER_THREAD",
@@ -90,6 +93,7 @@ __all__ = [
     "canonical",
     "entry_for",
     "frozen",
+    "is_bfloat16",
     "is_float64",
     "kept_dims",
     "memory_order_geometry",
@@ -98,6 +102,7 @@ __all__ = [
     "next_outer",
     "num_threads",
     "packed",
+    "pair_bits",
     "parallel_section",
     "prefetch",
     "reduced_dims",
@@ -109,6 +114,7 @@ __all__ = [
     "wide_vectors_for",
     "widen",
     "widen32",
+    "widen_bf16_pair",
 ]
 
 REASSOC = {"reassoc"}  # a set: numba rejects a frozenset
@@ -380,6 +386,11 @@ def is_float32(arr):  # pragma: no cover - replaced by the overload inside njit 
     raise NotImplementedError
 
 
+def is_bfloat16(arr):  # pragma: no cover - replaced by the overload inside njit code
+    """njit-only: whether ``arr`` holds bfloat16 storage (int16; a compile-time constant)."""
+    raise NotImplementedError
+
+
 def _holds(dtype):  # type: ignore[no-untyped-def]
     """The overload of a test whether an array holds ``dtype``."""
     def impl(arr):  # type: ignore[no-untyped-def]
@@ -390,6 +401,7 @@ def _holds(dtype):  # type: ignore[no-untyped-def]
 
 overload(is_float64, inline="always")(_holds(types.float64))
 overload(is_float32, inline="always")(_holds(types.float32))
+overload(is_bfloat16, inline="always")(_holds(types.int16))
 
 
 def widen(x):  # pragma: no cover - replaced by the overload inside njit code
@@ -404,8 +416,8 @@ def widen32(x):  # pragma: no cover - replaced by the overload inside njit code
 
 @overload(widen)
 def _widen_impl(x):
-    if x == types.uint16:  # the hardware conversion (vcvtph2ps with F16C); exact
-        return lambda x: half_to_float64(x)
+    if x == types.uint16:  # the hardware conversions, exact; why the +0.0: half_to_float32
+        return lambda x: np.float64(half_to_float32(x) + np.float32(0.0))
     if x == types.int16:
         return lambda x: np.float64(_widen_bf16(x))
     if x in (types.float32, types.float64):
@@ -554,6 +566,42 @@ def next_outer(idx, sizes, ost, last, o):  # pragma: no cover - compiled
     return o
 
 
+def _element_pointer(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    """Codegen: the address of ``arr[index]`` (the intrinsics' first two arguments), no
+    bounds check, no wraparound."""
+    aryty = signature.args[0]
+    ary = context.make_array(aryty)(context, builder, args[0])
+    return cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]],
+                                    wraparound=False, boundscheck=False)
+
+
+@intrinsic
+def pair_bits(typingctx, arr, index):  # type: ignore[no-untyped-def]
+    """The 2-byte elements ``arr[index]`` and ``arr[index + 1]`` as one uint32, the first in
+    the low half (x86 is little-endian): one unaligned 4-byte load, no bounds check. For
+    bfloat16 storage (:func:`widen_bf16_pair`); typed for any array so that a branch on a
+    compile-time dtype flag compiles everywhere."""
+    if not isinstance(arr, types.Array) or not isinstance(index, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        word = builder.bitcast(_element_pointer(context, builder, signature, args),
+                               ir.IntType(32).as_pointer())
+        return builder.load(word, align=1)
+
+    return types.uint32(arr, index), codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def widen_bf16_pair(w):
+    """The two bfloat16 in ``w`` (:func:`pair_bits`) as float64, exact: each is the top half
+    of a float32, so a shift and a mask stand in for :func:`widen`'s zero-extension (a
+    shuffle, on the one port that also converts to float64)."""
+    lo = np.uint32(w << np.uint32(16)).view(np.float32)
+    hi = np.uint32(w & np.uint32(0xFFFF0000)).view(np.float32)
+    return np.float64(lo), np.float64(hi)
+
+
 @intrinsic
 def prefetch(typingctx, arr, index):  # type: ignore[no-untyped-def]
     """Hint the cache line of ``arr[index]`` into L2 (``llvm.prefetch``; no fault, no effect)."""
@@ -561,10 +609,7 @@ def prefetch(typingctx, arr, index):  # type: ignore[no-untyped-def]
         return None
 
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]],
-                                       wraparound=False, boundscheck=False)
+        ptr = _element_pointer(context, builder, signature, args)
         i32 = ir.IntType(32)
         fnty = ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32])
         fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
@@ -598,11 +643,13 @@ def wide_vectors(typingctx):  # type: ignore[no-untyped-def]
 
 @intrinsic
 def wide_vectors_for(typingctx, arr):  # type: ignore[no-untyped-def]
-    """:func:`wide_vectors` where ``arr`` holds float64, nothing otherwise: the float64 sums'
-    loops gain from 512 bits, the float32 ones lose (docs/kernel-design.md, "Vector width")."""
+    """:func:`wide_vectors` where ``arr`` holds float64, float16 or bfloat16, nothing
+    otherwise: those sums' loops are bound by their adds or widening and gain from 512 bits,
+    the float32 ones lose (docs/kernel-design.md, "Vector width")."""
     if not isinstance(arr, types.Array):
         return None
-    codegen = _prefer_wide_vectors if arr.dtype == types.float64 else _no_mark
+    wide = arr.dtype in (types.float64, types.uint16, types.int16)  # (float16/bfloat16 storage)
+    codegen = _prefer_wide_vectors if wide else _no_mark
     return types.none(arr), codegen
 
 

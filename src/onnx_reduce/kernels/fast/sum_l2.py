@@ -68,6 +68,7 @@ from ._common import (
     canonical,
     entry_for,
     frozen,
+    is_bfloat16,
     is_float32,
     is_float64,
     kept_dims,
@@ -76,6 +77,7 @@ from ._common import (
     neumaier,
     next_outer,
     ordered_two_sum,
+    pair_bits,
     parallel_section,
     prefetch,
     reduced_dims,
@@ -84,6 +86,7 @@ from ._common import (
     threads_now,
     wide_vectors_for,
     widen,
+    widen_bf16_pair,
 )
 from ._common import flat_offset as _offset  # (shared with ._lanes)
 from ._lanes import (
@@ -658,7 +661,9 @@ def _streamed_sum(base, a, n, square):
         p = b + ahead
         for q in range(block // line):
             prefetch(base, min(p + q * line, last))
-        if square:
+        if is_bfloat16(base):
+            acc = _add_pairs(base, b, block // 2, square, acc, True)
+        elif square:
             for j in range(block):
                 acc += _square_unfused(widen(base[b + j]))
         else:
@@ -826,14 +831,54 @@ def _row_sum(base, a, n, square):
     wide_vectors_for(base)
     ua = np.uint64(a)
     acc = _zero(widen(base[0]))
+    first = np.uint64(0)
+    if is_bfloat16(base):
+        first = np.uint64(n) // 2 * 2
+        acc = _add_pairs(base, ua, first // 2, square, acc, False)
     if square:
-        for i in range(np.uint64(n)):
+        for i in range(first, np.uint64(n)):
             v = widen(base[ua + i])
             acc += v * v
     else:
-        for i in range(np.uint64(n)):
+        for i in range(first, np.uint64(n)):
             acc += widen(base[ua + i])
     return acc
+
+
+@njit(cache=True, nogil=True, fastmath=_ROWS_MATH, inline="always")
+def _add_pairs(base, a, pairs, square, acc, streamed):
+    """``acc`` plus the float64 sum (of squares) of the ``2 * pairs`` bfloat16 from
+    ``base[a]``, read two at a time (:func:`._common.pair_bits`). ``streamed`` (a literal):
+    squares not fused into the adds, as :func:`_streamed_sum` keeps them; in cache, fused.
+    Compiled, never run, for the other dtypes (:func:`_as_acc` keeps their ``acc`` type)."""
+    ua = np.uint64(a)
+    if square and streamed:
+        for i in range(np.uint64(pairs)):
+            lo, hi = widen_bf16_pair(pair_bits(base, ua + 2 * i))
+            acc += _as_acc(acc, _square_unfused(lo) + _square_unfused(hi))
+    elif square:
+        for i in range(np.uint64(pairs)):
+            lo, hi = widen_bf16_pair(pair_bits(base, ua + 2 * i))
+            acc += _as_acc(acc, lo * lo + hi * hi)
+    else:
+        for i in range(np.uint64(pairs)):
+            lo, hi = widen_bf16_pair(pair_bits(base, ua + 2 * i))
+            acc += _as_acc(acc, lo + hi)
+    return acc
+
+
+def _as_acc(acc, v):  # pragma: no cover - replaced by the overload inside njit code
+    raise NotImplementedError
+
+
+@overload(_as_acc, inline="always")
+def _as_acc_impl(acc, v):
+    """``v`` where ``acc`` is a float; ``acc``'s own zero for an integer ``acc`` (the integer
+    kernels compile :func:`_add_pairs` without running it: float adds would make their
+    accumulators float64)."""
+    if isinstance(acc, types.Float):
+        return lambda acc, v: v
+    return lambda acc, v: acc - acc
 
 
 @njit(cache=True, nogil=True, fastmath=_ROWS_MATH)
