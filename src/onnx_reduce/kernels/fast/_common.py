@@ -83,7 +83,7 @@ from ...plan.geometry import (
 )
 from ...plan.layout import Canonical, canonical_layout
 from ...spec.dtypes import bfloat16
-from ._exp import float32_to_half, half_to_float32, half_to_float64
+from ._exp import float32_to_half, half_to_float32
 
 __all__ = [
     "CHUNKS_PER_THREAD",
@@ -356,8 +356,8 @@ _F16_MIN_NORMAL = 2.0**-14
 
 @njit
 def _widen_f16(x):
-    """float16 bits -> float64, exact, branch-free, by hand (``widen`` now uses the hardware
-    conversion :func:`._exp.half_to_float64`; kept as an independent decoder for tests)."""
+    """float16 bits -> float64, exact, branch-free, by hand (``widen`` uses the hardware
+    conversion :func:`._exp.half_to_float32`; kept as an independent decoder for tests)."""
     h = np.uint64(x)
     a = h & np.uint64(0x7FFF)
     sign = (h >> np.uint64(15)) << np.uint64(63)
@@ -432,7 +432,7 @@ def _widen_impl(x):
 @overload(widen32)
 def _widen32_impl(x):
     if x == types.uint16:
-        return lambda x: np.float32(half_to_float64(x))
+        return lambda x: half_to_float32(x)
     if x == types.int16:
         return lambda x: _widen_bf16(x)
     if x == types.float32:

@@ -134,9 +134,9 @@ def half_to_float32(typingctx, bits):  # type: ignore[no-untyped-def]
     """float16 bits (uint16) -> float32, exact, inside numba only (``vcvtph2ps``).
 
     :func:`._common.widen` adds +0.0 before widening on to float64: it keeps LLVM from folding
-    the two conversions into AVX512-FP16's ``vcvtph2pd``, four elements per instruction, which
-    left the float16 sums 1.06-1.17x slower (docs/kernel-design.md, "Vector width"). The add
-    turns -0.0 into +0.0, a sign no sum here keeps (they start from +0.0).
+    the two conversions into AVX512-FP16's ``vcvtph2pd``, four elements per instruction and
+    slower in the sums (docs/kernel-design.md, "Vector width"). The add turns -0.0 into +0.0,
+    a sign no sum here keeps (they start from +0.0).
     """
     if bits != types.uint16:
         return None
