@@ -798,7 +798,7 @@ def test_exp_against_mpmath():
         -rng.random(3000) * 745.0, -rng.random(2000) * 2.0, -rng.random(500) * 1e-8,
         rng.random(1000) * 600.0, rng.random(500) * 2.0,  # exp_nonpos_short: up to 600
         [0.0, -5e-324, -0.3465735902799726, -0.34657359027997264, -708.39, -709.0, -740.0,
-         -745.0, -745.13],
+         -745.0, -745.13, -700.0, 600.0],  # exp_nonpos_short's ends: its scale is 2**-1010, 2**866
     ])
     worst = 0.0
     worst_short = 0.0

@@ -172,6 +172,9 @@ _LN2 = 0.6931471805599453
 # Adding 1.5 * 2**52 rounds a float64 of magnitude < 2**51 to an integer, kept in the low bits.
 _SHIFTER = 6755399441055744.0
 _SHIFTER_BITS = 0x4338000000000000
+# The same with the exponent bias added: the low bits of ``x + _BIASED_SHIFTER`` are n + 1023,
+# so shifted left by 52 they are the bits of 2**n (the shifter's own bits fall off the top).
+_BIASED_SHIFTER = _SHIFTER + 1023.0
 
 # Chebyshev fits of q(r) = (exp(r) - 1 - r) / r**2 on |r| <= ln2/2 (mpmath.chebyfit), highest
 # degree first: degree 10 (|error| 1.4e-18) and degree 6 (2.7e-11).
@@ -256,14 +259,14 @@ def exp_nonpos_short(x: float) -> float:
 
     One scale factor: ``2**n`` stays normal, so results are never subnormal (callers clamp
     ``x`` at -700; exp(-700) ~ 1e-304 is far below anything a float32 sum can see). The
-    result is ``s + s * p`` with ``s = 2**n``: one FMA instead of an add and a multiply.
+    result is ``s + s * p`` with ``s = 2**n``: one FMA instead of an add and a multiply;
+    ``s`` is the rounded ``t``'s bits shifted, with no integer add (the shifter holds the bias).
     """
-    t = x * _INV_LN2 + _SHIFTER
-    k = t - _SHIFTER
+    t = x * _INV_LN2 + _BIASED_SHIFTER
+    k = t - _BIASED_SHIFTER
     r = x - k * _LN2  # off by |k| * 2**-54 at most (fused or not): 2**-44 relative in the result
     q = _horner(_Q6, r)
-    n = as_int64(t) - _SHIFTER_BITS
-    scale = as_float64((n + 1023) << 52)
+    scale = as_float64(as_int64(t) << 52)
     return scale + scale * (r + r * r * q)
 
 
