@@ -745,14 +745,17 @@ _terms_walk = _TERMS_WALK.walk
 _guess_walk = _GUESSES.walk
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _guess_range(base, bits, off, rs, rst, n, step, a, b, block):
     """Narrow floats, one read of reduced elements ``a..b``: shift by the maximum ``m`` of the
     first PROBE of them (an element, so ``S``, the sum of ``exp(x - m)``, is at least 1) instead
     of the exact maximum. Returns (m, S as hi + lo); m is NaN when the guess does not serve: an
     infinite guess, a NaN, or an element above ``m + MARGIN`` (a block sum over the cap).
+    Inlined, with the probe's walk, into the row kernel: calls per row cost as much as a short
+    row's probe.
     """
-    key, mag = _row_max(bits, off, rs, rst, n, step, a, min(b, a + PROBE))
+    probe = min(b, a + PROBE)
+    key, mag = _max_walk(bits, bits, off, rs, rst, n, step, a, probe, 0.0, probe - a)[0]
     m = _from_key(bits, key, mag)
     if not abs(m) < np.inf:
         return np.nan, 0.0, 0.0
@@ -763,6 +766,13 @@ def _guess_range(base, bits, off, rs, rst, n, step, a, b, block):
 
 
 @njit(cache=True)
+def _guess_piece(base, bits, off, rs, rst, n, step, a, b, block):
+    """:func:`_guess_range` called, not inlined, from the split kernel's parallel loop (its
+    compile time; a piece is at least 2**15 elements)."""
+    return _guess_range(base, bits, off, rs, rst, n, step, a, b, block)
+
+
+@njit(cache=True, inline="always")
 def _row_guess(base, bits, off, rs, rst, n, step, total, block):
     """The result from :func:`_guess_range` over a whole output, or NaN when not served.
 
@@ -1072,7 +1082,7 @@ def _rows_online_split(base, bits, offset, geo, block, pieces, out):
     for i in prange(tasks):
         task = np.int64(i)
         _, off, a, b = _split_task(task, pieces, offset, ks, kst, total)
-        m, hi, lo = _guess_range(base, bits, off, rs, rst, n, step, a, b, block)
+        m, hi, lo = _guess_piece(base, bits, off, rs, rst, n, step, a, b, block)
         guesses[task] = m
         sums[task] = hi + lo
     if _merge_guesses(base, guesses, sums, pieces, out):
