@@ -185,3 +185,15 @@ def test_float64_columns_of_equal_values_within_contract(op, n) -> None:
     result = run(op, data, [0])
     worst = oracle.max_ulp_error(result, oracle.exact(op, data, [0]), np.float64)
     assert worst <= 1.0, worst
+
+
+@pytest.mark.parametrize("keepdims", [True, False])
+@pytest.mark.parametrize("shape", [(2,), (1, 2)])
+def test_log_sum_refined_over_every_axis(shape, keepdims) -> None:
+    """A float64 sum just above 1 over every axis (no kept dims): its exact recomputation is
+    the result, not written into a copy of a scalar (found by the property tests)."""
+    data = np.array([1.0, 3e-30]).reshape(shape)
+    result = reference.reduce_log_sum(data, plan_for("ReduceLogSum", shape, None, keepdims))
+    exact = oracle.exact("ReduceLogSum", data, None, keepdims)
+    assert result.shape == exact.shape
+    assert float(result.reshape(-1)[0]) == float(exact.reshape(-1)[0]) == 3e-30  # log1p(3e-30)
