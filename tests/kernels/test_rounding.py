@@ -77,3 +77,15 @@ def test_round_to_accepts_extended_precision() -> None:
     x = np.array([1 + 2.0**-30], dtype=np.longdouble)
     assert round_to(x, np.float64)[0] == 1 + 2.0**-30
     assert round_to(x, oracle.bfloat16)[0] == 1.0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_round_to_gives_an_array_for_a_scalar(dtype) -> None:
+    """A ufunc over every axis gives a numpy scalar; the rounded value must be an array the
+    exact recomputations can write into."""
+    got = round_to(np.log(np.array([1.5]).sum()), dtype)
+    assert isinstance(got, np.ndarray)
+    assert got.shape == ()
+    assert got.dtype == dtype
+    got.reshape(-1)[0] = 2.0
+    assert float(got) == 2.0

@@ -165,9 +165,7 @@ def reduce_log_sum(data: np.ndarray, plan: ReductionPlan) -> np.ndarray:
     sums = np.empty((*plan.kept_shape, 2), acc)
     with np.errstate(invalid="ignore", divide="ignore"):
         blockwise(view, nkept, sum_and_magnitude, _sum_partials, sums)
-        # into an array even for one output over every axis: a ufunc returns a scalar there,
-        # and the refinement below writes into the array
-        result = np.log(sums[..., 0], out=np.empty(plan.kept_shape, acc))
+        result = np.log(sums[..., 0])
     rounded = round_to(result, data.dtype)
     mask = log_sum_suspects(sums, rounded, data.dtype, plan.reduced_size)
     refine_log_sum(view, nkept, rounded, mask)

@@ -12,12 +12,14 @@ def round_to(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
     numpy rounds float64 to float16/float32 correctly; ml_dtypes goes float64 -> float32 ->
     bfloat16, which can round twice. For bfloat16 the first step is made round-to-odd, which
-    makes the pair equal to one correct rounding.
+    makes the pair equal to one correct rounding. Always an array, 0-d included (a ufunc's
+    result over every axis is a numpy scalar): callers refine the rounded values in place.
 
     >>> float(round_to(np.array([1 + 2**-8 + 2**-30]), bfloat16)[0])
     1.0078125
     """
     dtype = np.dtype(dtype)
+    values = np.asarray(values)
     if dtype != bfloat16:
         with np.errstate(over="ignore"):  # a true result beyond the dtype's range is inf
             return values.astype(dtype)
@@ -29,5 +31,5 @@ def round_to(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         inexact = (back != wide) & np.isfinite(wide) & (bits & 1 == 0)
         step = np.where(np.abs(back) < np.abs(wide), 1, -1).astype(np.int64)
-    bits = (bits.astype(np.int64) + np.where(inexact, step, 0)).astype(np.uint32)
+    bits = np.asarray(bits.astype(np.int64) + np.where(inexact, step, 0)).astype(np.uint32)
     return bits.view(np.float32).astype(bfloat16)
