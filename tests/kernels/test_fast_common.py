@@ -20,6 +20,7 @@ from numba.core.registry import CPUDispatcher
 
 import onnx_reduce
 from onnx_reduce.kernels.fast import _common, log_sum_exp, sum_l2
+from onnx_reduce.spec.dtypes import bfloat16
 
 
 @njit
@@ -118,6 +119,28 @@ def test_entry_for_runs_the_read_only_variant_on_writeable_arrays() -> None:
     assert [sig[0].mutable for sig in _total.signatures] == [False]  # nothing compiled for x
     with pytest.raises(TypeError):
         entry(np.arange(10.0), out)  # another item size: refused, not misread
+
+
+@njit(nogil=True)
+def _copy_bits(base, out):
+    out[:] = base
+
+
+@pytest.mark.parametrize(("storage", "given"), [(np.uint16, np.float16), (np.int16, bfloat16),
+                                                 (np.int32, np.uint32)])
+def test_entry_for_takes_arrays_of_its_item_size_as_they_are(storage, given) -> None:
+    """The bound float16/bfloat16/unsigned paths hand their arrays to entries typed with the
+    storage dtype, without numpy views: an array of another dtype and the same item size goes
+    in, its bits come out unchanged, and another item size is refused (this fails loudly if
+    numba starts checking the dtype)."""
+    width = np.dtype(storage).itemsize
+    x = np.array([0x3E00, 0xC000, 0x7C00, 0x0001], f"u{width}").view(given)
+    out = np.zeros(4, given)
+    entry = _common.entry_for(_copy_bits, _common.frozen(storage), np.empty(0, storage))
+    entry(x, out)
+    assert out.tobytes() == x.tobytes()
+    with pytest.raises(TypeError):
+        entry(np.zeros(4, f"u{2 * width}"), out)
 
 
 def _kernels_taking_the_input() -> list:

@@ -241,23 +241,15 @@ def bind_log_sum_exp(dtype: np.dtype, plan: ReductionPlan) -> Bound | None:
     typed = (frozen(storage),) if small else (frozen(storage), frozen(bits))
     kernel = entry_for(job.kernel, *typed, *args, np.empty(0, storage))
 
-    # ravel(), not reshape(-1): a view either way for C-contiguous arrays
-    if storage == dtype:
-        def run(data: np.ndarray) -> np.ndarray:
-            out = np.empty(shape, dtype)
-            base = data.ravel()
-            if (kernel(base, *args, out.ravel()) if small
-                    else kernel(base, base.view(bits), *args, out.ravel())) <= limit:
-                return None
-            return out
-    else:
-        def run(data: np.ndarray) -> np.ndarray:
-            out = np.empty(shape, storage)
-            base = data.view(storage).ravel()
-            if (kernel(base, *args, out.ravel()) if small
-                    else kernel(base, base.view(bits), *args, out.ravel())) <= limit:
-                return None
-            return out.view(dtype)
+    # ravel(), not reshape(-1): a view either way for C-contiguous arrays; the entry takes the
+    # array itself where its storage or bits are typed (entry_for: the same item size)
+    def run(data: np.ndarray) -> np.ndarray:
+        out = np.empty(shape, dtype)
+        base = data.ravel()
+        if (kernel(base, *args, out.ravel()) if small
+                else kernel(base, base, *args, out.ravel())) <= limit:
+            return None
+        return out
     return run
 
 

@@ -250,11 +250,13 @@ def _bind(dtype: np.dtype, plan: ReductionPlan, square: bool, wide: bool = False
                 base.setflags(write=False)  # the variant the general path runs
                 _redo_l2(base, geo, out.ravel())
             return out
-    else:  # float16, bfloat16, integers: no float64 L2 to redo
+    else:  # float16, bfloat16, unsigned: no float64 L2 to redo; no views (entry_for)
+        given = result if ours else dtype
+
         def run_small(data: np.ndarray) -> np.ndarray:
-            out = np.empty(shape, result)
-            kernel(data.view(storage).ravel(), small_geo, out.ravel())
-            return out if ours else out.view(dtype)
+            out = np.empty(shape, given)
+            kernel(data.ravel(), small_geo, out.ravel())
+            return out
     return run_small
 
 
