@@ -25,7 +25,7 @@ import numpy as np
 
 from .runners import set_numba_threads
 
-#: Chunks per thread of one pass (handed out dynamically).
+#: Chunks per thread of one pass (each thread one contiguous block of them: numba's schedule).
 CHUNKS_PER_THREAD = 16
 _kernel: Any = None
 LAST_METHOD = "not measured"

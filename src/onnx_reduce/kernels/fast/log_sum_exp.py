@@ -879,8 +879,8 @@ def _prefetch_row(bits, offset, ks, kst, rs, n, step, t, outputs):
 @njit(cache=True, parallel=True)
 def _rows_parallel(base, bits, offset, geo, block, out):
     """The row kernel, runs of adjacent outputs shared out across threads (``prange``,
-    CHUNKS_PER_THREAD runs per thread, handed out dynamically), each by :func:`_rows_between`
-    (float64 finishes a run's outputs together)."""
+    CHUNKS_PER_THREAD runs per thread), each by :func:`_rows_between` (float64 finishes a run's
+    outputs together)."""
     chunks = min(out.size, CHUNKS_PER_THREAD * threads_now())
     for c in prange(chunks):
         i = np.int64(c)  # prange indices may be unsigned; int64 + uint64 is float64 in numba
