@@ -127,12 +127,12 @@ def _copy_bits(base, out):
 
 
 @pytest.mark.parametrize(("storage", "given"), [(np.uint16, np.float16), (np.int16, bfloat16),
-                                                 (np.int32, np.uint32)])
+                                                 (np.uint32, np.int32), (np.uint64, np.int64)])
 def test_entry_for_takes_arrays_of_its_item_size_as_they_are(storage, given) -> None:
-    """The bound float16/bfloat16/unsigned paths hand their arrays to entries typed with the
-    storage dtype, without numpy views: an array of another dtype and the same item size goes
-    in, its bits come out unchanged, and another item size is refused (this fails loudly if
-    numba starts checking the dtype)."""
+    """The bound float16/bfloat16/signed-integer paths hand their arrays to entries typed with
+    the storage dtype (integers as unsigned), without numpy views: an array of another dtype
+    and the same item size goes in, its bits come out unchanged, and another item size is
+    refused (this fails loudly if numba starts checking the dtype)."""
     width = np.dtype(storage).itemsize
     x = np.array([0x3E00, 0xC000, 0x7C00, 0x0001], f"u{width}").view(given)
     out = np.zeros(4, given)
@@ -140,7 +140,7 @@ def test_entry_for_takes_arrays_of_its_item_size_as_they_are(storage, given) -> 
     entry(x, out)
     assert out.tobytes() == x.tobytes()
     with pytest.raises(TypeError):
-        entry(np.zeros(4, f"u{2 * width}"), out)
+        entry(np.zeros(4, "u1" if width == 8 else f"u{2 * width}"), out)
 
 
 def _kernels_taking_the_input() -> list:

@@ -345,8 +345,8 @@ def entry_for(kernel: Any, *args: Any) -> Any:
     a writeable one, so a call through the dispatcher would compile every kernel twice, and
     making each input read-only costs time on every call. The compiled entry checks only the item
     size of the arrays it is given; the kernels never write to their input. So bound calls pass
-    float16, bfloat16 and unsigned arrays as they are where their storage dtype is typed (a
-    numpy view costs ~150 ns, a tenth of a small call)."""
+    float16, bfloat16 and signed integer arrays as they are where their storage dtype is typed
+    (a numpy view costs ~150 ns, a tenth of a small call)."""
     return kernel.compile(tuple(numba.typeof(arg) for arg in args))
 
 

@@ -250,7 +250,7 @@ def _bind(dtype: np.dtype, plan: ReductionPlan, square: bool, wide: bool = False
                 base.setflags(write=False)  # the variant the general path runs
                 _redo_l2(base, geo, out.ravel())
             return out
-    else:  # float16, bfloat16, unsigned: no float64 L2 to redo; no views (entry_for)
+    else:  # float16, bfloat16, signed integers: no float64 L2 to redo; no views (entry_for)
         given = result if ours else dtype
 
         def run_small(data: np.ndarray) -> np.ndarray:
