@@ -491,3 +491,68 @@ def test_run_node_refuses_an_opset_that_is_not_an_integer(op_type, opset):
     node = oh.make_node(op_type, ["x"], ["y"])
     with pytest.raises(TypeError, match="opset"):
         backend.run_node(node, [X], opset_version=opset)
+
+
+@pytest.mark.parametrize(
+    ("inputs", "outputs", "values", "opset", "message"),
+    [
+        (["x"], ["y"], [X, np.array([1])], 13, r"has 1 input\(s\) \['x'\], but 2 values"),
+        (["x", "a", "b"], ["y"], [X, np.array([1]), np.array([0])], 13,
+         r"ReduceSum-13: takes at most 2 input\(s\) \(data, axes\), the node has 3"),
+        (["x", "a"], ["y"], [X], 11, r"ReduceSum-11: takes axes as an attribute, not as an "
+         r"input \(the node names input 'a'\)"),
+        (["x", "", "b"], ["y"], [X], 11, r"ReduceSum-11: takes at most 1 input\(s\) \(data\)"),
+        (["x", "a"], ["y", "z"], [X, np.array([1])], 13, r"has one output, the node names 2"),
+        (["x", ""], ["y"], [X, np.array([1])], 13, r"a value was given for an absent input"),
+    ],
+)
+def test_run_node_refuses_values_and_names_the_node_does_not_take(inputs, outputs, values,
+                                                                  opset, message):
+    """A value beyond the node's inputs, or for an absent one, is not taken as axes: the
+    reduction would run over axes the node does not name."""
+    node = oh.make_node("ReduceSum", inputs, outputs)
+    with pytest.raises(ValueError, match=message):
+        backend.run_node(node, values, opset_version=opset)
+
+
+def test_run_node_takes_none_for_an_absent_axes_input():
+    node = oh.make_node("ReduceSum", ["x", ""], ["y"])
+    (got,) = backend.run_node(node, [X, None], opset_version=13)
+    np.testing.assert_array_equal(got, np.array([[21.0]], np.float32))
+
+
+@pytest.mark.parametrize(
+    ("model", "device", "error", "message"),
+    [
+        (b"garbage", "CPU", ValueError, r"^not a readable ONNX model: "),
+        ("/nonexistent/model.onnx", "CPU", ValueError, r"^not a readable ONNX model: .*No such"),
+        (None, "CPU", TypeError, r"^prepare takes an onnx\.ModelProto, its bytes or a path; "
+         r"got NoneType$"),
+        (5, "CPU", TypeError, r"got int$"),
+        ("model", "TPU:7", ValueError, r"^onnx-reduce runs on CPU only, not on 'TPU:7'$"),
+    ],
+)
+def test_prepare_refuses_what_is_not_a_model_with_a_one_line_error(model, device, error,
+                                                                   message):
+    if model == "model":
+        model = _reduce_model("ReduceSum", 13)
+    with pytest.raises(error, match=message):
+        backend.prepare(model, device)
+
+
+def test_prepare_refuses_external_data_it_cannot_read():
+    axes = numpy_helper.from_array(np.array([1], np.int64), "axes")
+    axes.data_location = TensorProto.EXTERNAL
+    axes.ClearField("raw_data")
+    entry = axes.external_data.add()
+    entry.key, entry.value = "location", "missing.bin"
+    node = oh.make_node("ReduceSum", ["x", "axes"], ["y"])
+    model = _model([node], [_vi("x", F32, [2, 3])], [_vi("y")], 13, [axes])
+    with pytest.raises(ValueError, match=r"^the model cannot be prepared: .*missing\.bin"):
+        backend.prepare(model).run([X])
+
+
+def test_run_node_of_an_unknown_domain_is_a_value_error():
+    node = oh.make_node("Foo", ["x"], ["y"], domain="com.foo")
+    with pytest.raises(ValueError, match=r"^node 'Foo' cannot run: .*com\.foo"):
+        backend.run_node(node, [X])

@@ -145,6 +145,26 @@ def test_noop_with_empty_axes(axes) -> None:
                                   np.array([[-1.5, -1.0]], np.float32))
 
 
+@pytest.mark.parametrize(
+    ("noop", "opset", "message"),
+    [
+        (np.array([1, 0]), None, r"^ReduceSum-13: attribute 'noop_with_empty_axes' must be 0 or 1, "
+         r"got array\(\[1, 0\]\)$"),
+        (np.array([1, 0]), 11, r"^ReduceSum-11: attribute 'noop_with_empty_axes' is not defined"),
+        (0.0, None, r"^ReduceSum-13: attribute 'noop_with_empty_axes' must be 0 or 1, got 0\.0$"),
+    ],
+)
+def test_a_noop_flag_that_is_not_a_flag_gets_the_version_s_message(noop, opset, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        reduce_sum(np.ones(3), noop_with_empty_axes=noop, opset=opset)
+
+
+@pytest.mark.parametrize("false", [False, 0, np.bool_(False), np.int64(0)], ids=repr)
+def test_a_false_noop_flag_is_taken_by_versions_without_it(false) -> None:
+    np.testing.assert_array_equal(reduce_sum(np.ones(3), noop_with_empty_axes=false, opset=11),
+                                  [3.0])
+
+
 def test_noop_l2_of_unsigned_and_signed_integers() -> None:
     u = np.array([0, 7, 2**32 - 1], np.uint32)
     np.testing.assert_array_equal(reduce_l2(u, noop_with_empty_axes=True), u)

@@ -37,7 +37,7 @@ from .plan.cache import BoundedCache
 from .reference_plugin import reference_ops
 from .spec import OPS, OpVersion, resolve
 from .spec.validate import as_array, read_array
-from .spec.values import as_integer, shown
+from .spec.values import as_integer, one_line, shown
 
 #: Prepared node calls kept per model.
 _MAX_PREPARED = 1024
@@ -136,11 +136,11 @@ class OnnxReduceBackend(Backend):
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> OnnxReduceRep:
         if not cls.supports_device(device):
             raise ValueError(f"onnx-reduce runs on CPU only, not on {device!r}")
-        if isinstance(model, bytes):
-            model = onnx.load_from_string(model)
-        elif isinstance(model, str) or hasattr(model, "__fspath__"):
-            model = onnx.load(model)
-        return OnnxReduceRep(model)
+        model = _model_of(model)
+        try:
+            return OnnxReduceRep(model)
+        except onnx.checker.ValidationError as error:  # e.g. external data it cannot read
+            raise ValueError(f"the model cannot be prepared: {one_line(str(error))}") from None
 
     @classmethod
     def run_model(
@@ -162,6 +162,7 @@ class OnnxReduceBackend(Backend):
         values = _node_values(node, inputs)
         if node.domain in _DEFAULT_DOMAINS and node.op_type in OPS:
             ver = resolve(node.op_type, opset)
+            _check_arity(ver, node)
             if not values or values[0] is None:
                 raise ValueError(f"{ver.label}: the data input is not given")
             axes = as_array(ver, values[1]) if len(values) > 1 and values[1] is not None else None
@@ -174,12 +175,37 @@ class OnnxReduceBackend(Backend):
             node = _in_domain(node, "")
         pairs = zip(node.input, values, strict=False)
         feeds = {name: value for name, value in pairs if name and value is not None}
-        evaluator = ReferenceEvaluator(node, new_ops=reference_ops(), opsets={"": opset})
-        return tuple(evaluator.run(None, feeds))
+        try:
+            evaluator = ReferenceEvaluator(node, new_ops=reference_ops(), opsets={"": opset})
+        except (NotImplementedError, RuntimeError) as error:  # an op or domain it does not know
+            raise ValueError(f"node {node.op_type!r} cannot run: {one_line(str(error))}") from None
+        return _evaluate(evaluator, feeds)
 
     @classmethod
     def supports_device(cls, device: str) -> bool:
-        return Device(device).type == DeviceType.CPU
+        try:
+            return Device(device).type == DeviceType.CPU
+        except (AttributeError, TypeError, ValueError):  # not a device onnx names
+            return False
+
+
+def _model_of(model: Any) -> onnx.ModelProto:
+    """``model`` (a ModelProto, its serialized bytes or a path) as a ModelProto; ``ValueError``
+    for what is not a readable model, ``TypeError`` for anything else."""
+    from google.protobuf.message import DecodeError
+
+    if isinstance(model, onnx.ModelProto):
+        return model
+    try:
+        if isinstance(model, bytes):
+            return onnx.load_from_string(model)
+        if isinstance(model, str) or hasattr(model, "__fspath__"):
+            return onnx.load(model)
+    except (DecodeError, OSError, ValueError, onnx.checker.ValidationError) as error:
+        reason = one_line(str(error)) or type(error).__name__
+        raise ValueError(f"not a readable ONNX model: {reason}") from None
+    raise TypeError(f"prepare takes an onnx.ModelProto, its bytes or a path; got "
+                    f"{type(model).__name__}")
 
 
 def _feed(name: str, value: Any) -> np.ndarray:
@@ -189,11 +215,38 @@ def _feed(name: str, value: Any) -> np.ndarray:
 
 
 def _node_values(node: onnx.NodeProto, inputs: Any) -> list[Any]:
-    """``inputs`` in the order of ``node.input``: a dict is bound by name (None where absent)."""
+    """``inputs`` in the order of ``node.input``: a dict is bound by name (None where absent);
+    a sequence by position, one value per input the node names at most (an absent optional
+    input, named "", takes None)."""
     if not isinstance(inputs, Mapping):
-        return list(inputs)
+        values = list(inputs)
+        names = list(node.input)
+        if len(values) > len(names):
+            raise ValueError(f"node {node.op_type!r} has {len(names)} input(s) {names}, "
+                             f"but {len(values)} values were given")
+        for name, value in zip(names, values, strict=False):
+            if not name and value is not None:
+                raise ValueError(f"node {node.op_type!r}: a value was given for an absent "
+                                 f"input (named \"\"); its inputs: {names}")
+        return values
     _check_names(inputs, [name for name in node.input if name], f"node {node.op_type!r}")
     return [inputs.get(name) if name else None for name in node.input]
+
+
+def _check_arity(ver: OpVersion, node: onnx.NodeProto) -> None:
+    """``ValueError`` for a node with more inputs than its version takes (data, and axes where
+    it is an input) or other than one output."""
+    most = 2 if ver.axes_is_input else 1
+    if not ver.axes_is_input and len(node.input) == 2 and node.input[1]:
+        raise ValueError(f"{ver.label}: takes axes as an attribute, not as an input (the node "
+                         f"names input {node.input[1]!r})")
+    if len(node.input) > most:
+        raise ValueError(f"{ver.label}: takes at most {most} input(s) (data"
+                         f"{', axes' if ver.axes_is_input else ''}), the node has "
+                         f"{len(node.input)}: {list(node.input)}")
+    if len(node.output) != 1:
+        raise ValueError(f"{ver.label}: has one output, the node names {len(node.output)}: "
+                         f"{list(node.output)}")
 
 
 def _check_names(inputs: Mapping[str, Any], names: list[str], owner: str) -> None:

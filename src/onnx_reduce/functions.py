@@ -237,8 +237,8 @@ def _node_form(
     """The call as the version's node would see it: (version, attributes, axes input)."""
     ver = _version(op, opset)
     attributes: dict = {"keepdims": keepdims}
-    if noop or ver.axes_is_input:
-        attributes["noop_with_empty_axes"] = noop
+    if ver.axes_is_input or not (isinstance(noop, _FLAGS) and not noop):
+        attributes["noop_with_empty_axes"] = noop  # validation judges any other value
     axes_input = None
     if axes is not None:
         axes = as_axes(ver, axes, rank=rank)
@@ -247,6 +247,10 @@ def _node_form(
         else:
             attributes["axes"] = list(axes)
     return ver, attributes, axes_input
+
+
+#: Scalars whose false value leaves noop_with_empty_axes unset (versions without it take them).
+_FLAGS = (bool, int, np.bool_, np.integer)
 
 
 def version_label(op: str, opset: int | None) -> str:

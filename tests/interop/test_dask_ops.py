@@ -184,3 +184,17 @@ def test_unknown_chunk_sizes_are_refused_with_the_way_out():
     lazy = da.from_array(np.arange(10.0), chunks=3)
     with pytest.raises(ValueError, match=r"ReduceSum-13: .*compute_chunk_sizes\(\)"):
         onnx_reduce.reduce_sum(lazy[lazy > 2])
+
+
+@pytest.mark.parametrize("chunks", [1, (1, -1)])
+@pytest.mark.parametrize("reduce", OPS)
+def test_masked_chunks_are_refused_at_the_call_as_numpy_refuses_masked_arrays(reduce, chunks):
+    """Chunks that are masked arrays are refused when the reduction is built, whatever the
+    chunking: the kernels and the partial states read the data, so a masked element would be
+    reduced as if it were not masked."""
+    data = np.array([[1.0, 2.0, 100.0]])
+    with pytest.raises(TypeError) as numpy_error:
+        reduce(np.ma.masked_greater(data, 50), axes=[1])
+    with pytest.raises(TypeError) as dask_error:
+        reduce(da.ma.masked_greater(da.from_array(data, chunks=chunks), 50), axes=[1])
+    assert str(dask_error.value) == str(numpy_error.value)

@@ -94,6 +94,50 @@ def test_gradcheck_float64(op):
 
 
 @pytest.mark.parametrize("op", OPS)
+def test_a_0d_tensor_has_its_gradient(op):
+    """Rank 0 is valid data: the reduction is its elementwise part, and so is the gradient
+    (d/dx of x, |x|, x, x**2, log x at 0.75: 1, 1, 1, 1.5, 1/0.75)."""
+    data = torch.tensor(0.75, dtype=torch.float64, requires_grad=True)
+    OPS[op](data).backward()
+    want = {"ReduceSumSquare": 1.5, "ReduceLogSum": 1 / 0.75}.get(op, 1.0)
+    assert data.grad.shape == ()
+    assert float(data.grad) == want
+    assert torch.autograd.gradcheck(lambda t: OPS[op](t), (data,))
+    custom_op = torch_ops.OPS[op]
+    assert torch.autograd.gradcheck(lambda t: custom_op(t, None, True, False, None), (data,))
+
+
+@pytest.mark.parametrize("eager", [True, False], ids=["eager", "custom-op"])
+@pytest.mark.parametrize("op", [op for op in OPS if op != "ReduceSum"])
+def test_differentiating_a_gradient_again_raises_instead_of_dropping_the_data(op, eager):
+    """The gradients are computed outside autograd: a second derivative (a gradient penalty, a
+    Hessian) would lose their dependence on the data and be silently wrong, so it raises; the
+    first-order gradient under create_graph=True is still given."""
+    data = oracle.in_domain(op, torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64))
+    data.requires_grad_(True)
+    reduce = (lambda t: OPS[op](t, keepdims=False)) if eager else (
+        lambda t: torch_ops.OPS[op](t, None, False, False, None))
+    (first,) = torch.autograd.grad(reduce(data), data, create_graph=True)
+    (plain,) = torch.autograd.grad(reduce(data), data)
+    assert torch.equal(first.detach(), plain)
+    message = rf"^{op}-\d+: second derivatives are not supported"
+    with pytest.raises(TypeError, match=message):
+        (first ** 2).sum().backward()
+    with pytest.raises(TypeError, match=message):
+        torch.autograd.functional.hessian(reduce, data)
+
+
+def test_reduce_sum_is_twice_differentiable():
+    """ReduceSum's gradient is the upstream gradient broadcast (a torch op under
+    create_graph=True): its Hessian is 0 and gradients of gradients flow through it."""
+    data = torch.tensor([[0.5, 1.0], [2.0, 3.0]], dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradgradcheck(lambda t: onnx_reduce.reduce_sum(t, axes=[1]), (data,))
+    hessian = torch.autograd.functional.hessian(
+        lambda t: onnx_reduce.reduce_sum(t, keepdims=False), data)
+    assert torch.equal(hessian, torch.zeros(2, 2, 2, 2, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("op", OPS)
 def test_opcheck(op):
     data = oracle.in_domain(op, torch.randn(3, 4, dtype=torch.float64)).requires_grad_(True)
     for args in ((data, [1], False, False, None), (data, None, True, False, 18)):
@@ -153,6 +197,30 @@ def test_torch_compile_traces_the_front_door_and_the_gradient_in_one_graph():
             assert np.all(np.abs(grad - want) <= allowed * want), (grad, want)
 
 
+def test_dynamic_shapes_compile_once_and_export_with_symbolic_dims():
+    """The fake implementations keep symbolic dims symbolic: one graph for every batch size
+    under torch.compile(dynamic=True), and torch.export with dynamic dims."""
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    compiled = torch.compile(lambda t: onnx_reduce.reduce_l2(t, axes=[0, 2], keepdims=False),
+                             fullgraph=True, dynamic=True)
+    for n in range(2, 14):
+        data = torch.rand(n, 3, n + 20)  # no two dims alike (torch would tie them)
+        assert torch.equal(compiled(data), onnx_reduce.reduce_l2(data, axes=[0, 2],
+                                                                 keepdims=False))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
+
+    class Norm(torch.nn.Module):
+        def forward(self, x):
+            return onnx_reduce.reduce_log_sum_exp(x, axes=[1])
+
+    batch, width = torch.export.Dim("batch"), torch.export.Dim("width")
+    exported = torch.export.export(Norm(), (torch.randn(4, 5),),
+                                   dynamic_shapes={"x": {0: batch, 1: width}})
+    data = torch.randn(7, 9)
+    assert torch.equal(exported.module()(data), onnx_reduce.reduce_log_sum_exp(data, axes=[1]))
+
+
 def test_bad_axes_get_the_message_also_under_torch_compile():
     compiled = torch.compile(lambda t: onnx_reduce.reduce_sum(t, axes=[2]), fullgraph=True)
     with pytest.raises(Exception, match=r"ReduceSum-13: axis 2 is out of range"):
@@ -176,6 +244,10 @@ def test_a_tensor_that_requires_grad_under_no_grad_is_reduced_without_a_graph():
          r"^ReduceSum-13: data type torch\.float8_e4m3fn is not allowed"),
         (lambda: torch.ones(3, dtype=torch.bool),
          r"^ReduceSum-13: data type 'bool' is not allowed"),
+        (lambda: torch.ones(3, dtype=torch.complex64).conj(),
+         r"^ReduceSum-13: data type 'complex64' is not allowed"),
+        (lambda: torch.nested.nested_tensor([torch.ones(2), torch.ones(3)], layout=torch.jagged),
+         r"^ReduceSum-13: nested torch tensors are not supported"),
     ],
 )
 def test_tensors_the_kernels_cannot_take_get_a_one_line_type_error(tensor, message):

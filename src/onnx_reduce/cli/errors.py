@@ -19,6 +19,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from ..spec.values import one_line
+
+__all__ = ["INTERNAL_ERROR_EXIT", "REQUEST_ERRORS", "USER_ERROR_EXIT", "UserError", "memory_detail",
+           "one_line", "os_error_text", "shown", "user_errors"]
+
 #: Exit status of a user error (the same as a usage error).
 USER_ERROR_EXIT = 2
 
@@ -65,15 +70,6 @@ def os_error_text(error: OSError) -> str:
     """
     reason = error.strerror or one_line(str(error)) or type(error).__name__
     return f"{shown(error.filename)}: {reason}" if error.filename else reason
-
-
-def one_line(message: str) -> str:
-    """``message`` with its lines joined, so that an error is always exactly one line.
-
-    >>> one_line("first\\n  second ")
-    'first second'
-    """
-    return " ".join(part.strip() for part in message.splitlines() if part.strip())
 
 
 def shown(text: object) -> str:

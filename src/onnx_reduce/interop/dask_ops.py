@@ -24,7 +24,7 @@ import numpy as np
 from ..functions import plan_for, reduce_array, version_label
 from ..kernels import states
 from ..pipeline import native
-from ..spec import native_dtype
+from ..spec import native_dtype, refuse_masked
 
 #: Default number of states merged by one task (dask's own default is 4).
 SPLIT_EVERY = states.SPLIT_EVERY
@@ -34,6 +34,7 @@ def reduce(op: str, data: Any, axes, keepdims, noop, opset, split_every: int | N
     """``op`` of the dask array ``data`` as a lazy dask array (the functions' front door)."""
     import dask.array as da
 
+    refuse_masked(version_label(op, opset), getattr(data, "_meta", None))
     if any(math.isnan(size) for size in data.shape):
         raise ValueError(
             f"{version_label(op, opset)}: data has unknown chunk sizes (shape {data.shape}); "

@@ -17,8 +17,8 @@ import torch
 from torch._C import _functorch
 
 from ..functions import plan_for, reduce_array, version_label
-from ..kernels.gradients import data_gradient
-from ..spec import REGISTRY
+from ..kernels.gradients import data_gradient, kept_shape
+from ..spec import REGISTRY, op_record
 from .arrays import device_error
 
 _NAMES = {record.name: record.function for record in REGISTRY}
@@ -65,17 +65,54 @@ class _EagerReduction(torch.autograd.Function):
         return result
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
         data, result = ctx.saved_tensors
         op, *options = ctx.call
-        return gradient_tensor(op, grad, data, result, *options), None, None, None, None, None
+        if not torch.is_grad_enabled():  # the usual backward (create_graph=False)
+            return gradient_tensor(op, grad, data, result, *options), None, None, None, None, None
+        return _graph_gradient(op, grad, data, result, options), None, None, None, None, None
+
+
+def _graph_gradient(op, grad, data, result, options) -> torch.Tensor:
+    """The gradient under ``create_graph=True``, as a tensor that can be differentiated again
+    only where that is right: ReduceSum's (the upstream gradient broadcast, by torch's ops: its
+    derivative by the data is 0); the others' is computed outside autograd, so differentiating
+    it raises (its dependence on the data would be lost: a silently wrong second derivative)."""
+    _, plan = plan_for(op, numpy_dtype(data.dtype), tuple(data.shape), *options)
+    if op_record(op).gradient == "broadcast":
+        return grad.reshape(kept_shape(plan)).expand(data.shape).to(data.dtype)
+    with torch.no_grad():
+        gradient = gradient_tensor(op, grad, data, result, *options)
+    return _FirstOrderOnly.apply(gradient, data, grad, version_label(op, options[-1]))
+
+
+class _FirstOrderOnly(torch.autograd.Function):
+    """A gradient whose graph reaches the data and the upstream gradient, with a backward that
+    refuses to differentiate it (as the custom ops' gradient op does)."""
+
+    @staticmethod
+    def forward(ctx, gradient, data, grad, label):
+        ctx.label = label
+        return gradient.view_as(gradient)
+
+    @staticmethod
+    def backward(ctx, _):
+        raise TypeError(second_derivative_error(ctx.label))
+
+
+def second_derivative_error(label: str) -> str:
+    """The message for differentiating an onnx-reduce gradient again."""
+    return (f"{label}: second derivatives are not supported (the gradient is computed outside "
+            "autograd); use its first-order gradient only")
 
 
 def _check_tensor(op: str, opset: int | None, data: torch.Tensor) -> None:
     """``TypeError`` naming the version for tensors the kernels cannot read in place."""
     if data.device.type != "cpu":
         raise device_error(op, opset, data.device, "move it to the CPU with data.cpu()")
+    if data.is_nested:
+        raise TypeError(f"{version_label(op, opset)}: nested torch tensors are not supported; "
+                        "pass data.to_padded_tensor(padding) or reduce each component")
     if data.layout != torch.strided:
         raise TypeError(f"{version_label(op, opset)}: torch tensors of layout {data.layout} are "
                         "not supported; pass data.to_dense()")
@@ -87,9 +124,12 @@ def _check_tensor(op: str, opset: int | None, data: torch.Tensor) -> None:
 def as_numpy(tensor: torch.Tensor) -> np.ndarray:
     """A CPU tensor as a numpy array over the same memory, any strides; bfloat16 viewed as
     ``ml_dtypes.bfloat16`` (same bits: numpy and DLPack have no bfloat16 of their own). A lazily
-    negated view (``is_neg()``) is resolved first, a copy: its memory holds the other sign."""
+    negated or conjugated view (``is_neg()``, ``is_conj()``) is resolved first, a copy: its
+    memory holds the other sign."""
     if tensor.is_neg():
         tensor = tensor.resolve_neg()
+    if tensor.is_conj():  # complex, which validation refuses: with its message, not numpy's
+        tensor = tensor.resolve_conj()
     if tensor.dtype == torch.bfloat16:
         return tensor.view(torch.int16).numpy().view(_BFLOAT16)
     return tensor.numpy()
@@ -135,9 +175,7 @@ def _define(op: str) -> Any:
 
     @custom.register_fake
     def _(data, axes, keepdims, noop, opset):
-        _, plan = plan_for(op, numpy_dtype(data.dtype), tuple(data.shape), axes, keepdims, noop,
-                           opset)
-        return data.new_empty(plan.output_shape)
+        return data.new_empty(_output_shape(op, data, axes, keepdims, noop, opset))
 
     def setup_context(ctx, inputs, output):
         data, *options = inputs
@@ -150,6 +188,19 @@ def _define(op: str) -> Any:
 
     custom.register_autograd(backward, setup_context=setup_context)
     return custom
+
+
+def _output_shape(op, data, axes, keepdims, noop, opset) -> list:
+    """The result's shape from the data's, whose dims may be symbolic (``torch.compile`` with
+    dynamic shapes, ``torch.export``): the call is validated on a stand-in shape of the same
+    rank (int() of a symbolic dim would fix it to its example value) and the kept dims are the
+    data's own. The real call validates the real dims."""
+    rank = data.dim()
+    _, plan = plan_for(op, numpy_dtype(data.dtype), (2,) * rank, axes, keepdims, noop, opset)
+    if plan.noop:
+        return list(data.shape)
+    return [1 if axis in plan.axes else data.shape[axis] for axis in range(rank)
+            if plan.keepdims or axis not in plan.axes]
 
 
 def _fresh(op, data, axes, keepdims, noop, opset) -> torch.Tensor:
@@ -174,6 +225,13 @@ def _define_gradient(op: str, name: str) -> Any:
     def _(grad, data, result, axes, keepdims, noop, opset):
         return torch.empty_like(data)
 
+    def setup_context(ctx, inputs, output):
+        ctx.label = version_label(op, inputs[-1])
+
+    def backward(ctx, _):
+        raise TypeError(second_derivative_error(ctx.label))
+
+    custom.register_autograd(backward, setup_context=setup_context)
     return custom
 
 

@@ -54,8 +54,8 @@ def data_gradient(
     else:
         x = np.asarray(data).astype(wide, copy=False)
         weight = weight_of(plan, x, _wide_result(op, plan, data, result).reshape(kept))
-        weighted = upstream * weight
-    return weighted.astype(data.dtype)
+        weighted = upstream * weight  # a numpy scalar for 0-d data: made an array below
+    return np.asarray(weighted).astype(data.dtype)
 
 
 def kept_shape(plan: ReductionPlan) -> tuple[int, ...]:

@@ -12,6 +12,7 @@ from .validate import (
     check_axes,
     check_dtype,
     check_shape,
+    refuse_masked,
     validate,
     validate_attributes,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "newest_opset",
     "onnx_type_name",
     "op_record",
+    "refuse_masked",
     "resolve",
     "validate",
     "validate_attributes",

@@ -120,11 +120,7 @@ def read_array(who: str, data: Any) -> np.ndarray:
     ignored); ``ValueError`` when numpy cannot make an array of ``data``."""
     if type(data) is np.ndarray:
         return data
-    if isinstance(data, np.ma.MaskedArray):
-        raise TypeError(
-            f"{who}: masked arrays are not supported (the mask would be ignored); "
-            "pass data.filled(value) to reduce with masked elements replaced, or data.data"
-        )
+    refuse_masked(who, data)
     if isinstance(data, np.ndarray):
         return data.view(np.ndarray)
     try:
@@ -132,6 +128,16 @@ def read_array(who: str, data: Any) -> np.ndarray:
     except (TypeError, ValueError) as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise ValueError(f"{who}: data cannot be read as an array: {reason}") from None
+
+
+def refuse_masked(who: str, data: Any) -> None:
+    """``TypeError`` for a masked array (a dask array's chunks: pass its ``_meta``): the kernels
+    read the data, so the mask would be silently ignored."""
+    if isinstance(data, np.ma.MaskedArray):
+        raise TypeError(
+            f"{who}: masked arrays are not supported (the mask would be ignored); "
+            "pass data.filled(value) to reduce with masked elements replaced, or data.data"
+        )
 
 
 def check_shape(ver: OpVersion, shape: Any, symbolic: bool = False) -> tuple:

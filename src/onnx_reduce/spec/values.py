@@ -32,6 +32,15 @@ def shown(value: Any, limit: int = LIMIT) -> str:
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
+def one_line(message: str) -> str:
+    """``message`` with its lines joined, so that an error is always exactly one line.
+
+    >>> one_line("first\\n  second ")
+    'first second'
+    """
+    return " ".join(part.strip() for part in message.splitlines() if part.strip())
+
+
 def as_integer(value: Any) -> int | None:
     """``value`` as a Python int when it is an integer (numpy's included, bools not), else None.
 
