@@ -556,3 +556,46 @@ def test_run_node_of_an_unknown_domain_is_a_value_error():
     node = oh.make_node("Foo", ["x"], ["y"], domain="com.foo")
     with pytest.raises(ValueError, match=r"^node 'Foo' cannot run: .*com\.foo"):
         backend.run_node(node, [X])
+
+
+def test_a_name_written_twice_is_refused():
+    """Graphs assign each name once: a second writer of 'y' (or a node writing a graph input)
+    would make which value a reader sees depend on the runtime."""
+    nodes = [oh.make_node("ReduceSum", ["x"], ["y"]), oh.make_node("ReduceL2", ["x"], ["y"])]
+    model = _model(nodes, [_vi("x", F32, [2, 3])], [_vi("y")], 13)
+    with pytest.raises(ValueError, match=r"^node 1 \('ReduceL2'\) writes 'y', which .* already "):
+        backend.prepare(model)
+    model = _model([oh.make_node("ReduceSum", ["x"], ["x"])], [_vi("x", F32, [2, 3])],
+                   [_vi("x")], 13)
+    with pytest.raises(ValueError, match=r"^node 0 \('ReduceSum'\) writes 'x'"):
+        backend.prepare(model)
+
+
+@pytest.mark.parametrize("reference", [False, True], ids=["direct", "onnx.reference"])
+def test_a_graph_input_with_an_initializer_is_a_default_a_dict_may_override(reference):
+    """ONNX: an initializer named like a graph input is that input's default value."""
+    axes = numpy_helper.from_array(np.array([1], np.int64), "a")
+    nodes = [oh.make_node("ReduceSum", ["x", "a"], ["y"])]
+    if reference:  # a node of another op: the graph runs in onnx.reference
+        nodes = [oh.make_node("Abs", ["x"], ["t"]), oh.make_node("ReduceSum", ["t", "a"], ["y"])]
+    inputs = [_vi("x", F32, [2, 3]), _vi("a", TensorProto.INT64, [1])]
+    rep = backend.prepare(_model(nodes, inputs, [_vi("y")], 13, [axes]))
+    assert rep.input_names == ["x"]
+    assert rep.defaulted_names == ["a"]
+    np.testing.assert_array_equal(rep.run([X])[0], [[6.0], [15.0]])
+    np.testing.assert_array_equal(rep.run({"x": X, "a": np.array([0])})[0], [[5.0, 7.0, 9.0]])
+    with pytest.raises(TypeError, match=r"^model input 'a' is declared int64, got float64$"):
+        rep.run({"x": X, "a": np.array([0.5])})
+    with pytest.raises(ValueError, match=r"^the model takes 1 inputs \['x'\], got 2$"):
+        rep.run([X, np.array([0])])
+
+
+@pytest.mark.parametrize("imported", ["", "ai.onnx"])
+def test_nodes_of_the_ai_onnx_domain_run_in_onnx_reference_too(imported):
+    """"ai.onnx" is the default domain's other name: a graph that needs onnx.reference (an Abs
+    node here) runs with it as with ""."""
+    nodes = [oh.make_node("Abs", ["x"], ["t"], domain="ai.onnx"),
+             oh.make_node("ReduceSum", ["t"], ["y"], domain="ai.onnx")]
+    graph = oh.make_graph(nodes, "g", [_vi("x", F32, [2, 3])], [_vi("y")])
+    model = oh.make_model_gen_version(graph, opset_imports=[oh.make_opsetid(imported, 13)])
+    np.testing.assert_array_equal(backend.prepare(model).run([-X])[0], [[21.0]])

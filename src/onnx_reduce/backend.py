@@ -55,8 +55,10 @@ class OnnxReduceRep(BackendRep):
         initializers = {init.name for init in graph.initializer}
         graph_inputs = [i for i in graph.input if i.name not in initializers]
         self.input_names = [i.name for i in graph_inputs]
+        #: Graph inputs with an initializer: its value unless a dict of inputs names them.
+        self.defaulted_names = [i.name for i in graph.input if i.name in initializers]
         self.output_names = [o.name for o in graph.output]
-        self._input_types = [t for t in map(_declared_type, graph_inputs) if t is not None]
+        self._input_types = [t for t in map(_declared_type, graph.input) if t is not None]
         opset = _default_opset(model)
         _check_graph(graph)
         self._steps = _direct_steps(graph, opset)
@@ -99,7 +101,7 @@ class OnnxReduceRep(BackendRep):
 
     def _feeds(self, inputs: Any) -> dict[str, np.ndarray]:
         if isinstance(inputs, Mapping):
-            _check_names(inputs, self.input_names, "the model")
+            _check_names(inputs, self.input_names + self.defaulted_names, "the model")
             feeds = {name: _feed(name, value) for name, value in inputs.items()}
         else:
             if isinstance(inputs, np.ndarray):
@@ -119,7 +121,9 @@ class OnnxReduceRep(BackendRep):
         if missing:
             raise ValueError(f"missing model inputs {missing} (the model takes {self.input_names})")
         for declared in self._input_types:
-            value = feeds[declared.name]
+            value = feeds.get(declared.name)
+            if value is None:  # a defaulted input left to its initializer
+                continue
             if value.dtype is not declared.dtype or value.shape != declared.dims:  # else it fits
                 declared.check(value)
         return feeds
@@ -278,8 +282,8 @@ def _default_opset(model: onnx.ModelProto) -> int | None:
 
 def _check_graph(graph: onnx.GraphProto) -> None:
     """Every initializer can be decoded, every node reads only names defined before it (graph
-    inputs, initializers, earlier outputs: a graph in topological order, so no cycle), every
-    graph output is produced."""
+    inputs, initializers, earlier outputs: a graph in topological order, so no cycle) and
+    defines names nothing else defines (single assignment), every graph output is produced."""
     _check_initializers(graph)
     defined = {i.name for i in graph.input} | {i.name for i in graph.initializer}
     for index, node in enumerate(graph.node):
@@ -291,7 +295,12 @@ def _check_graph(graph: onnx.GraphProto) -> None:
                     f"{_node_label(index, node)} reads {name!r}, which no graph input, "
                     "initializer or earlier node defines"
                 )
-        defined.update(name for name in node.output if name)
+        for name in node.output:
+            if name in defined:
+                raise ValueError(f"{_node_label(index, node)} writes {name!r}, which a graph "
+                                 "input, initializer or earlier node already defines")
+            if name:
+                defined.add(name)
     for output in graph.output:
         if output.name not in defined:
             raise ValueError(f"graph output {output.name!r} is produced by no node or input")
@@ -337,9 +346,25 @@ def _reference_evaluator(model: onnx.ModelProto) -> Any:
                 "which the model does not import"
             )
     try:
-        return ReferenceEvaluator(model, new_ops=reference_ops())
+        return ReferenceEvaluator(_default_domain(model), new_ops=reference_ops())
     except (NotImplementedError, RuntimeError) as error:
         raise ValueError(f"the model cannot run: {error}") from None
+
+
+def _default_domain(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with its nodes of domain "ai.onnx" (the default domain's other name, which
+    onnx.reference does not know) in "", the default domain imported at that version."""
+    if not any(node.domain == "ai.onnx" for node in model.graph.node):
+        return model
+    moved = onnx.ModelProto()
+    moved.CopyFrom(model)
+    for node in moved.graph.node:
+        if node.domain == "ai.onnx":
+            node.domain = ""
+    versions = {opset.domain: opset.version for opset in moved.opset_import}
+    if "" not in versions and "ai.onnx" in versions:
+        moved.opset_import.append(onnx.helper.make_opsetid("", versions["ai.onnx"]))
+    return moved
 
 
 def _evaluate(evaluator: Any, feeds: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:

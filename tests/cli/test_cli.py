@@ -300,7 +300,14 @@ def files(tmp_path: Path) -> dict[str, Path]:
     bad_pb.write_bytes(b"\xff\xff\xff\xff not a protobuf")
     text = tmp_path / "x.txt"
     text.write_text("1 2 3")
+    objects = tmp_path / "objects.npy"
+    np.save(objects, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    short = tmp_path / "short.npy"
+    save(short, np.ones((100, 100)))
+    short.write_bytes(short.read_bytes()[:1000])  # the header claims 80000 bytes of data
     return {
+        "objects": objects,
+        "short": short,
         "f32": save(tmp_path / "f32.npy", np.ones((2, 3), np.float32)),
         "i32": save(tmp_path / "i32.npy", np.arange(3, dtype=np.int32)),
         "garbage": garbage,
@@ -312,7 +319,10 @@ def files(tmp_path: Path) -> dict[str, Path]:
 
 EVAL_ERRORS = [
     (["sum", "{missing}"], ["missing.npy", "no such file"]),
-    (["sum", "{garbage}"], ["garbage.npy", "not a readable .npy"]),
+    (["sum", "{garbage}"], ["garbage.npy", "not a readable .npy",
+                            "no .npy header; numpy would unpickle it, which onnx-reduce never"]),
+    (["sum", "{objects}"], ["objects.npy", "an array of Python objects (dtype object)"]),
+    (["sum", "{short}"], ["short.npy", "its header's shape and dtype do not match the file's"]),
     (["sum", "{bad_pb}"], ["garbage.pb", "not an ONNX TensorProto"]),
     (["sum", "{text}"], ["x.txt", "unsupported input format"]),
     (["sum", "{f32}", "--axes", "0,x"], ["bad axes", "'x' is not an integer"]),

@@ -198,3 +198,13 @@ def test_masked_chunks_are_refused_at_the_call_as_numpy_refuses_masked_arrays(re
     with pytest.raises(TypeError) as dask_error:
         reduce(da.ma.masked_greater(da.from_array(data, chunks=chunks), 50), axes=[1])
     assert str(dask_error.value) == str(numpy_error.value)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float32, np.float64])
+def test_log_sum_of_a_negative_sum_is_the_numpy_path_s_nan(dtype):
+    """The log of a negative sum is NaN with the in-memory path's bits (positive), also where
+    chunks split the reduced axis (x86's log of a negative number sets the sign bit)."""
+    data = np.array([[-1.0, -2.0, 0.5, 0.25], [1.0, 2.0, 3.0, 4.0]]).astype(dtype)
+    want = onnx_reduce.reduce_log_sum(data, axes=[1])
+    got = onnx_reduce.reduce_log_sum(da.from_array(data, chunks=(1, 2)), axes=[1]).compute()
+    assert got.tobytes() == want.tobytes()

@@ -163,7 +163,7 @@ def test_large_float64_l2_that_overflows_is_redone_in_the_bound_lane(monkeypatch
 
 @pytest.mark.parametrize("values", [[3e200, 4e200], [3e-200, 4e-200], [1e308, 1e308]], ids=str)
 def test_float64_l2_that_overflows_or_underflows_is_redone(values) -> None:
-    """The bound lane redoes those outputs itself, scaled (:func:`sum_l2._redo_l2`)."""
+    """The bound lane redoes those outputs itself, scaled (:func:`sum_l2._redo`)."""
     data = np.array([values, [3.0, 4.0]])
     plan = _plan("ReduceL2", data.shape, (1,))
     bound = dispatch.bind_fast("ReduceL2", data.dtype, plan)(data)

@@ -136,3 +136,22 @@ def test_log_sum_gradient_of_a_zero_sum_is_infinite_and_narrow_floats_use_float6
     assert np.isposinf(got[0]).all()
     want = np.float32(1 / (np.float64(np.float32(0.1)) + np.float64(np.float32(0.2))))
     assert got[1].tolist() == [want, want]
+
+
+@pytest.mark.parametrize(
+    ("op", "x", "grad", "want"),
+    [
+        # 1 / 5e-324 overflows float64: the derivative of log at a subnormal sum is inf
+        ("ReduceLogSum", np.array([[5e-324, 0.0]]), None, [[np.inf, np.inf]]),
+        # 2 * 3e38 is beyond float32: inf, the rounding of the true gradient
+        ("ReduceSumSquare", np.array([[3e38, 1.0]], np.float32), None, [[np.inf, 2.0]]),
+        # a large upstream gradient times a weight of 2e300: beyond float64
+        ("ReduceSumSquare", np.array([[1e300, 1.0]]), np.array([[1e10]]), [[np.inf, 2e10]]),
+    ],
+)
+def test_gradients_beyond_the_range_are_inf_without_a_warning(op, x, grad, want):
+    """Overflow of a gradient is its correct rounding, not an event to warn about (RuntimeWarnings
+    from onnx_reduce are errors in this suite)."""
+    got = _grad(op, x, [1], np.zeros((1, 1), x.dtype), grad=grad)
+    assert got.dtype == x.dtype
+    assert got.tolist() == want

@@ -48,7 +48,7 @@ def _read_npy(path: Path) -> np.ndarray:
         with np.errstate(all="ignore"):  # a header's absurd shape overflows numpy's size product
             data = np.load(path, mmap_mode="r", allow_pickle=False)
     except _HEADER_ERRORS as error:
-        raise UserError(f"{path}: not a readable .npy file ({one_line(str(error))})") from error
+        raise UserError(f"{path}: not a readable .npy file ({_npy_reason(error)})") from error
     if not isinstance(data, np.ndarray):
         raise UserError(f"{path}: holds several arrays (an .npz?), expected one .npy array")
     if data.dtype.kind == "V":
@@ -57,6 +57,20 @@ def _read_npy(path: Path) -> np.ndarray:
             "2-byte records; pass bfloat16 tensors as an ONNX TensorProto .pb file)"
         )
     return data
+
+
+def _npy_reason(error: Exception) -> str:
+    """Why numpy could not load a .npy file, in the user's terms: numpy's own advice for pickled
+    data (load it unsafely) is not for them, and a header that claims more than the file holds
+    surfaces as a memory-map error."""
+    text = one_line(str(error))
+    if "pickle" in text:  # numpy's reading of a file without the .npy magic
+        return "no .npy header; numpy would unpickle it, which onnx-reduce never does"
+    if "Python objects" in text:
+        return "an array of Python objects (dtype object), not numbers"
+    if "mmap" in text or "memory mapped" in text or "larger than" in text:
+        return f"its header's shape and dtype do not match the file's size: {text}"
+    return text
 
 
 def _read_pb(path: Path) -> np.ndarray:

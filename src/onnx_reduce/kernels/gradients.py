@@ -54,8 +54,10 @@ def data_gradient(
     else:
         x = np.asarray(data).astype(wide, copy=False)
         weight = weight_of(plan, x, _wide_result(op, plan, data, result).reshape(kept))
-        weighted = upstream * weight  # a numpy scalar for 0-d data: made an array below
-    return np.asarray(weighted).astype(data.dtype)
+        with np.errstate(over="ignore"):  # a weight times a large upstream gradient: inf
+            weighted = upstream * weight  # a numpy scalar for 0-d data: made an array below
+    with np.errstate(over="ignore"):  # beyond the dtype's range: inf, its rounding
+        return np.asarray(weighted).astype(data.dtype)
 
 
 def kept_shape(plan: ReductionPlan) -> tuple[int, ...]:
@@ -114,7 +116,7 @@ def _twice_x_weight(plan: ReductionPlan, x: np.ndarray, _: np.ndarray) -> np.nda
 
 def _reciprocal_sum_weight(plan: ReductionPlan, x: np.ndarray, _: np.ndarray) -> np.ndarray:
     total = reference.reduce_sum(x, plan).reshape(kept_shape(plan))
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):  # 1/0 and 1/subnormal: inf
         return np.broadcast_to(1.0 / total, plan.shape)
 
 

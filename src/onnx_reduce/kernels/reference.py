@@ -29,6 +29,7 @@ import numpy as np
 from ..plan import ReductionPlan
 from ..spec.dtypes import accumulator, is_float
 from .blocks import blockwise
+from .exact_integer_lse import decided_totals, near_integer
 from .exact_log_sum import floor_log, log_sum_suspects, refine_log_sum
 from .exact_lse import (
     dd_sum_rows,
@@ -271,8 +272,9 @@ def _integer_log_sum_exp(view: np.ndarray, nkept: int, plan: ReductionPlan) -> n
 
     ``f >= 0``, and ``f > 0`` exactly when there are two elements or more, so the result is
     ``M + floor(f)`` when ``M + f >= 0``, else ``M + max(ceil(f), 1)``: never below max(x),
-    monotone in every element. The float64 ``f`` only matters at an integer ``f >= 1``, which
-    no input reaches exactly (e**k is not a sum of powers of e**-1).
+    monotone in every element. The float64 ``f`` only matters near an integer ``f >= 1``, which
+    no input reaches exactly (e**k is not a sum of powers of e**-1); there the side is decided
+    in extended precision (:mod:`.exact_integer_lse`).
     """
     dtype = view.dtype
     peak = np.empty(plan.kept_shape, dtype)
@@ -285,6 +287,12 @@ def _integer_log_sum_exp(view: np.ndarray, nkept: int, plan: ReductionPlan) -> n
 
     total = np.empty(plan.kept_shape, np.float64)
     blockwise(view, nkept, terms, _sum_partials, total)
+    near = near_integer(total, plan.reduced_size)
+    if near.any():  # f within float64's rounding of an integer: decided in extended precision
+        flagged = np.flatnonzero(near)
+        rows = view[np.unravel_index(flagged, plan.kept_shape)] if nkept else view[None]
+        total.reshape(-1)[flagged] = decided_totals(rows.reshape(flagged.size, -1),
+                                                    peak.reshape(-1)[flagged])
     return integer_log_sum_exp_result(peak, total, plan.reduced_size)
 
 

@@ -32,10 +32,11 @@ as the reference path accumulates):
   (:func:`.reference.half_sums`), finished with ``floor(log S)`` (``ValueError`` for
   ``S <= 0``).
 
-Float ReduceLogSumExp outputs that nearly cancel the maximum, and ReduceLogSum outputs near 1
-or of a cancelling sum, are not vouched for by any fixed precision: :func:`suspects` flags
-them from the merged state (given the merge :class:`Tree`) and :func:`refine` recomputes them
-exactly from their input slices (:mod:`.exact_lse`, :mod:`.exact_log_sum`).
+Float ReduceLogSumExp outputs that nearly cancel the maximum, integer ones whose ``f`` lies
+within rounding of an integer, and ReduceLogSum outputs near 1 or of a cancelling sum, are not
+vouched for by any fixed precision: :func:`suspects` flags them from the merged state (given
+the merge :class:`Tree`) and :func:`refine` recomputes them exactly from their input slices
+(:mod:`.exact_lse`, :mod:`.exact_integer_lse`, :mod:`.exact_log_sum`).
 
 >>> x = np.array([[800.0, 1.0, 800.0, 2.0]])
 >>> pieces = [partial("ReduceLogSumExp", piece, (1,)) for piece in (x[:, :2], x[:, 2:])]
@@ -57,6 +58,7 @@ from ..spec.dtypes import accumulator, is_float
 from . import blocks, exact_lse
 from .blocks import blockwise
 from .dispatch import state_rows
+from .exact_integer_lse import decided_totals, near_integer
 from .exact_log_sum import log_sum_suspects, refine_log_sum, sum_bound
 from .exact_lse import (
     SAFETY,
@@ -109,6 +111,8 @@ class StateOps:
     finish: Callable[[np.ndarray, np.dtype], np.ndarray]
     suspects: Callable[[np.ndarray, np.ndarray, np.dtype, Tree], np.ndarray] | None = None
     refine: Callable[[np.ndarray, int, np.ndarray, np.ndarray], None] | None = None
+    #: Integer outputs may need it too (integer ReduceLogSumExp near an integer f).
+    refines_integers: bool = False
 
 
 def partial(op: str, data: np.ndarray, axes: Axes) -> np.ndarray:
@@ -167,8 +171,9 @@ def state_dtype(op: str, dtype: np.dtype) -> np.dtype:
 
 def refines(op: str, dtype: np.dtype) -> bool:
     """Whether finished outputs of ``op`` for inputs of ``dtype`` may need recomputation
-    (:func:`suspects`, :func:`refine`): float ReduceLogSumExp and ReduceLogSum."""
-    return STATES[op].suspects is not None and is_float(np.dtype(dtype))
+    (:func:`suspects`, :func:`refine`): ReduceLogSumExp and float ReduceLogSum."""
+    ops = STATES[op]
+    return ops.suspects is not None and (is_float(np.dtype(dtype)) or ops.refines_integers)
 
 
 def suspects(op: str, state: np.ndarray, values: np.ndarray, dtype: np.dtype,
@@ -522,8 +527,9 @@ def _log_sum_finish(state: np.ndarray, dtype: np.dtype) -> np.ndarray:
     for ``S <= 0`` (:func:`.reference.floor_logs`)."""
     if not is_float(dtype):
         return floor_logs(state["halves"], dtype)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return round_to(np.log(state["sum"]), dtype)
+    sums = state["sum"]
+    with np.errstate(invalid="ignore", divide="ignore"):  # a negative sum: NaN, positive as
+        return round_to(np.log(np.where(sums < 0, np.nan, sums)), dtype)  # the in-memory one
 
 
 def _log_sum_suspects(state: np.ndarray, values: np.ndarray, dtype: np.dtype,
@@ -534,15 +540,29 @@ def _log_sum_suspects(state: np.ndarray, values: np.ndarray, dtype: np.dtype,
 
 def _lse_suspects(state: np.ndarray, values: np.ndarray, dtype: np.dtype,
                   tree: Tree) -> np.ndarray:
+    if not is_float(dtype):  # f within rounding of an integer (merges add a rounding each)
+        return near_integer(state["total"], state["count"] + tree.merges * tree.group).ravel()
     limit = log_sum_exp_limit(dtype, tree.n, tree.merges, tree.group)
     return exact_lse.suspects(values, dtype, limit)
+
+
+def _lse_refine(rows: np.ndarray, nkept: int, values: np.ndarray, mask: np.ndarray) -> None:
+    """:func:`.exact_lse.refine_log_sum_exp`; integer rows (one per flagged output) by
+    :func:`.exact_integer_lse.decided_totals`."""
+    if is_float(rows.dtype):
+        refine_log_sum_exp(rows, nkept, values, mask)
+        return
+    flat = rows.reshape(rows.shape[0], -1)[mask.ravel()]
+    peaks = flat.max(axis=-1)
+    values.reshape(-1)[mask.ravel()] = integer_log_sum_exp_result(
+        peaks, decided_totals(flat, peaks), flat.shape[1])
 
 
 STATES: dict[str, StateOps] = {
     "ReduceSum": StateOps(_sum_dtype, _sum_rows, _sum_merge, _sum_finish),
     "ReduceL2": StateOps(_l2_dtype, _l2_rows, _l2_merge, _l2_finish),
     "ReduceLogSumExp": StateOps(_lse_dtype, _lse_rows, _lse_merge, _lse_finish,
-                                _lse_suspects, refine_log_sum_exp),
+                                _lse_suspects, _lse_refine, refines_integers=True),
     "ReduceSumSquare": StateOps(_sum_square_dtype, _sum_square_rows, _sum_square_merge,
                                 _sum_square_finish),
     "ReduceLogSum": StateOps(_log_sum_dtype, _log_sum_rows, _log_sum_merge, _log_sum_finish,

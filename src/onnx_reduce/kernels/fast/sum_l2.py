@@ -248,7 +248,7 @@ def _bind(dtype: np.dtype, plan: ReductionPlan, square: bool, wide: bool = False
             base = data.ravel()
             if kernel(base, small_geo, out.ravel()):
                 base.setflags(write=False)  # the variant the general path runs
-                _redo_l2(base, geo, out.ravel())
+                _redo(base, geo, out.ravel(), square)
             return out
     else:  # float16, bfloat16, signed integers: no float64 L2 to redo; no views (entry_for)
         given = result if ours else dtype
@@ -305,7 +305,7 @@ class Job(NamedTuple):
     """A kernel chosen by :func:`choose_job`, called as ``kernel(base, *args, out)`` (small
     kernels), ``kernel(base, *args, out, wide)`` (the row and column kernels on one thread) or
     ``kernel(base, *args, out, wide, scratch, most)`` (threaded) by :func:`run_job`; it returns
-    whether float64 L2 outputs are left to redo, scaled, on ``geo``."""
+    whether float64 outputs are left to redo, scaled, on ``geo`` (:func:`_redo`)."""
 
     kernel: Any
     args: tuple  # (memory-order geometry,) for the small kernels; else (geo, square)
@@ -313,6 +313,11 @@ class Job(NamedTuple):
     threaded: bool  # a parallel kernel: launched under parallel_section(), with scratch
     most: int = 1  # most pieces per output (threaded kernels)
     need: int = 0  # scratch elements (threaded kernels)
+
+    @property
+    def square(self) -> bool:
+        """ReduceL2's job (else ReduceSum's)."""
+        return self.kernel is _small_l2 if self.small else self.args[1]
 
     @property
     def small(self) -> bool:
@@ -353,9 +358,10 @@ def choose_job(dtype: np.dtype, square: bool, size: int, n_out: int, geo: np.nda
 
 def run_job(job: Job, base: np.ndarray, out: np.ndarray, acc: np.dtype) -> None:
     """Run ``job`` on ``base`` into ``out`` (threaded: under :func:`parallel_section`, which
-    also guards the scratch of ``acc`` sums), then redo, scaled, the float64 L2 outputs that
-    were unsafe. ``out`` holds the kernels' storage dtype, or ``acc`` (unrounded results: the
-    row and column kernels take it as their ``wide`` output, in the same compiled variant)."""
+    also guards the scratch of ``acc`` sums), then redo, scaled, the float64 outputs that were
+    unsafe (:func:`_redo`). ``out`` holds the kernels' storage dtype, or ``acc`` (unrounded
+    results: the row and column kernels take it as their ``wide`` output, in the same compiled
+    variant)."""
     if job.small:
         redo = job.kernel(base, *job.args, out)
     else:
@@ -367,7 +373,7 @@ def run_job(job: Job, base: np.ndarray, out: np.ndarray, acc: np.dtype) -> None:
         else:
             redo = job.kernel(base, *job.args, narrow, wide)
     if redo:
-        _redo_l2(base, job.geo, out)
+        _redo(base, job.geo, out, job.square)
 
 
 def _three_streams(geo: np.ndarray, dtype: np.dtype) -> bool:
@@ -430,12 +436,42 @@ def _unsafe_small_l2(out):
     return False
 
 
-def _redo_l2(base: np.ndarray, geo: np.ndarray, out: np.ndarray) -> None:
-    """Recompute, scaled, the float64 L2 outputs whose plain sum of squares was unsafe."""
+@njit(cache=True, nogil=True)
+def _unsafe_sum(out):
+    """Whether some float64 sum is inf or NaN (maybe a partial sum's overflow): every output
+    tested, as :func:`_unsafe_l2` (``v - v`` is NaN for both, 0 for finite values)."""
+    unsafe = False
+    for i in range(out.size):
+        v = out[i]
+        unsafe |= (v - v) != 0.0
+    return unsafe
+
+
+@njit(cache=True, nogil=True)
+def _unsafe_small_sum(out):
+    """:func:`_unsafe_sum` for the small kernels, stopping at the first."""
+    for i in range(out.size):
+        v = out[i]
+        if (v - v) != 0.0:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _unsafe(out, square):
+    """Whether float64 outputs are left to redo (:func:`_unsafe_l2`, :func:`_unsafe_sum`)."""
+    return _unsafe_l2(out) if square else _unsafe_sum(out)
+
+
+def _redo(base: np.ndarray, geo: np.ndarray, out: np.ndarray, square: bool) -> None:
+    """Recompute, scaled, the float64 outputs whose plain sums were unsafe: L2's sum of squares
+    overflowed or may have underflowed; a sum is inf or NaN, maybe by a partial sum's overflow
+    where the true sum is finite (``[M, M, -M]``, M near the largest float64)."""
     with np.errstate(invalid="ignore"):
-        suspect = np.flatnonzero((out == np.inf) | (out < _TINY_L2))
+        unsafe = (out == np.inf) | (out < _TINY_L2) if square else ~np.isfinite(out)
+    suspect = np.flatnonzero(unsafe)
     if suspect.size:
-        _l2_scaled(base, geo, suspect, out)
+        (_l2_scaled if square else _sum_scaled)(base, geo, suspect, out)
 
 
 # ----------------------------------------------------------------------------- schedules
@@ -523,7 +559,7 @@ def _settle(hi, lo, pieces, square, comp, out, wide):
     """After the work items: add up the pieces; whether a float64 L2 output needs redoing."""
     if pieces > 1:
         _combine(hi, lo, pieces, square, comp, out, wide)
-    return square and comp and _unsafe_l2(out)
+    return comp and _unsafe(out, square)
 
 
 # ----------------------------------------------------------------------------- numba parts
@@ -1186,7 +1222,7 @@ def _rows_serial(base, geo, square, out, wide):
     none = wide[:0]  # no partial sums: one piece per output
     _rows_work(base, geo, block, one, square, comp, out, wide, none, none, one - 1, n_items,
                False)
-    return square and comp and _unsafe_l2(out)
+    return comp and _unsafe(out, square)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -1534,7 +1570,7 @@ def _cols_serial(base, geo, square, out, wide):
     _, n_items = _cols_schedule(geo, comp, one, one)
     none = wide[:0]  # no partial sums: one piece per output
     _cols_work(base, geo, one, square, comp, out, wide, none, none, one - 1, n_items)
-    return square and comp and _unsafe_l2(out)
+    return comp and _unsafe(out, square)
 
 
 @njit(cache=True, nogil=True, fastmath=_ROWS_MATH)
@@ -1707,10 +1743,12 @@ def _split_dims(sizes, red):
 @njit(cache=True, nogil=True)
 def _small_sum(base, geo, out):
     """ReduceSum by :func:`_small_nd`, its flags fixed at compile time (as runtime arguments
-    they slow small arrays); returns False (nothing to redo)."""
+    they slow small arrays); True when a float64 output is inf or NaN (the caller then redoes
+    it, scaled)."""
     wide_vectors_for(base)
-    _small_nd(base, geo, False, is_float64(base), out)
-    return False
+    comp = is_float64(base)
+    _small_nd(base, geo, False, comp, out)
+    return comp and _unsafe_small_sum(out)
 
 
 @njit(cache=True, nogil=True)
@@ -1741,19 +1779,26 @@ def _combine(hi, lo, pieces, square, comp, out, wide):
         _finish_to(out, wide, o, s, c, square)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _redo_dims(geo):
+    """What the redo walks read of ``geo``: kept (sizes, strides), reduced (sizes, strides),
+    the innermost reduced dim's size and stride, and the rows (outer reduced elements)."""
+    ksz, kst = kept_dims(geo)
+    rsz, rst = reduced_dims(geo)
+    nr = rsz.size
+    rows = 1
+    for d in range(nr - 1):
+        rows *= rsz[d]
+    return ksz, kst, rsz, rst, rsz[nr - 1], rst[nr - 1], rows
+
+
 @njit(cache=True, nogil=True)
 def _l2_scaled(base, geo, which, out):
     """float64 L2 of the outputs ``which``, every element scaled by 2**-e, e the exponent of
     the largest magnitude: no overflow, no underflow that matters."""
     wide_vectors_for(base)
-    ksz, kst = kept_dims(geo)
-    rsz, rst = reduced_dims(geo)
+    ksz, kst, rsz, rst, n_in, s_in, rows = _redo_dims(geo)
     nr = rsz.size
-    n_in = rsz[nr - 1]
-    s_in = rst[nr - 1]
-    rows = 1
-    for d in range(nr - 1):
-        rows *= rsz[d]
     for k in range(which.size):
         o = which[k]
         off = _offset(o, ksz, kst, ksz.size)
@@ -1776,3 +1821,43 @@ def _l2_scaled(base, geo, which, out):
                 v = math.ldexp(base[a + i * s_in], -e)
                 s, c = neumaier(s, c, v * v)
         out[o] = math.ldexp(math.sqrt(s + c), e)
+
+
+#: A float64 sum redone by :func:`_sum_scaled` adds its elements times 2**-SUM_SCALE: partial
+#: sums stay under n 2**960, and only elements under 2**-958 lose bits (to subnormals).
+SUM_SCALE = 64
+
+
+@njit(cache=True, nogil=True)
+def _sum_scaled(base, geo, which, out):
+    """float64 ReduceSum of the outputs ``which``, whose plain sums were inf or NaN: NaN, or
+    infinities of both signs, give NaN; infinities of one sign that infinity; else the finite
+    elements scaled by 2**-SUM_SCALE, added compensated and scaled back (inf only where the
+    true sum overflows). Lost bits of elements under 2**-958: within the sums' n u sum|x|."""
+    ksz, kst, rsz, rst, n_in, s_in, rows = _redo_dims(geo)
+    nr = rsz.size
+    down = 2.0**-SUM_SCALE
+    for k in range(which.size):
+        o = which[k]
+        off = _offset(o, ksz, kst, ksz.size)
+        s = 0.0
+        c = 0.0
+        nan = False
+        above = False
+        below = False
+        for t in range(rows):
+            a = off + _offset(t, rsz, rst, nr - 1)
+            for i in range(n_in):
+                v = base[a + i * s_in]
+                if v - v == 0.0:  # finite
+                    s, c = neumaier(s, c, v * down)
+                else:
+                    nan |= v != v
+                    above |= v == np.inf
+                    below |= v == -np.inf
+        if nan or (above and below):
+            out[o] = np.nan
+        elif above or below:
+            out[o] = np.inf if above else -np.inf
+        else:
+            out[o] = (s + c) * 2.0**SUM_SCALE
