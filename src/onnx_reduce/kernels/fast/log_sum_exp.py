@@ -143,6 +143,9 @@ _BLOCK_CAP = math.exp(MARGIN)
 GUARD = 2.0**-8
 #: Narrow-float columns guess each output's shift from its first PROBE_ROWS reduced rows.
 PROBE_ROWS = 4
+#: Kernels return their least |result| before rounding: above the exact-recomputation limit
+#: times this, every rounded result is above the limit (bfloat16 rounds by at most 2**-8).
+ROUNDING_MARGIN = 1 + 2.0**-7
 
 _SERVED = {np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), bfloat16}
 _BITS = {np.dtype(np.float32): np.dtype(np.int32), np.dtype(np.float64): np.dtype(np.int64)}
@@ -189,23 +192,24 @@ def reduce_log_sum_exp(data: np.ndarray, plan: ReductionPlan) -> np.ndarray | No
     bits = base.view(_BITS.get(dtype, base.dtype))
     if job.threaded:
         with parallel_section():
-            job.kernel(base, bits, *job.args, out)
+            least = job.kernel(base, bits, *job.args, out)
     else:
-        job.kernel(base, bits, *job.args, out)
+        least = job.kernel(base, bits, *job.args, out)
     result = out.view(dtype)
     if restore is not None:
         result = restore(result, plan.kept_shape)
-    return _vouched(data, plan, result.reshape(plan.output_shape), out)
+    return _vouched(data, plan, result.reshape(plan.output_shape), least)
 
 
 def _vouched(data: np.ndarray, plan: ReductionPlan, result: np.ndarray,
-             out: np.ndarray) -> np.ndarray:
+             least: float) -> np.ndarray:
     """``result`` with the outputs its error bound cannot vouch for recomputed exactly
-    (:mod:`..exact_lse`): those under the dtype's threshold for this reduced size. ``out``,
-    the kernel's flat output, tells in one compiled call whether there are any (numpy's mask is
-    slow right after a parallel kernel: docs/kernel-design.md, "Finishing")."""
+    (:mod:`..exact_lse`): those under the dtype's threshold for this reduced size. ``least``,
+    the least |result| before rounding that every kernel returns, tells whether there are any
+    (ROUNDING_MARGIN covers the rounding); a pass over the outputs right after a parallel
+    kernel would read the other core's writes (docs/kernel-design.md, "Finishing")."""
     limit = threshold(data.dtype, fast_bound(data.dtype, plan.reduced_size))
-    if _least_magnitude(out) > limit:
+    if least > limit * ROUNDING_MARGIN:
         return result
     mask = suspects(result, data.dtype, limit)
     if not mask.any():
@@ -229,9 +233,8 @@ def bind_log_sum_exp(dtype: np.dtype, plan: ReductionPlan) -> Bound | None:
     storage = storage_dtype(dtype)
     bits = _BITS.get(dtype, storage)
     shape = plan.output_shape
-    # Results at or under the limit may need exact recomputation: the general path does it
-    # (the margin covers the rounding to the output dtype).
-    limit = threshold(dtype, fast_bound(dtype, plan.reduced_size)) * (1 + 2.0**-7)
+    # Results at or under the limit may need exact recomputation: the general path does it.
+    limit = threshold(dtype, fast_bound(dtype, plan.reduced_size)) * ROUNDING_MARGIN
     canon = canonical(np.empty(plan.shape, dtype), plan.axes)
     job = None if canon is None else choose_job(canon, dtype, plan, small=True)
     if job is None:
@@ -882,10 +885,12 @@ def _rows_parallel(base, bits, offset, geo, block, out):
     CHUNKS_PER_THREAD runs per thread), each by :func:`_rows_between` (float64 finishes a run's
     outputs together)."""
     chunks = min(out.size, CHUNKS_PER_THREAD * threads_now())
+    least = np.inf
     for c in prange(chunks):
         i = np.int64(c)  # prange indices may be unsigned; int64 + uint64 is float64 in numba
-        _rows_between(base, bits, offset, geo, block, out, out.size * i // chunks,
-                      out.size * (i + 1) // chunks)
+        least = min(least, _rows_between(base, bits, offset, geo, block, out,
+                                         out.size * i // chunks, out.size * (i + 1) // chunks))
+    return least
 
 
 @njit(cache=True, parallel=True)
@@ -896,6 +901,7 @@ def _short_rows(base, bits, offset, n, out):
     together (:func:`_finish_all`). The arithmetic and the bits of :func:`_rows_two_pass`,
     without its per-output setup (offsets, geometry, prefetch): 2-3x on rows of 3-16."""
     chunks = min(out.size, CHUNKS_PER_THREAD * threads_now())
+    least = np.inf
     for c in prange(chunks):
         i = np.int64(c)  # prange indices may be unsigned
         a, b = out.size * i // chunks, out.size * (i + 1) // chunks
@@ -909,18 +915,19 @@ def _short_rows(base, bits, offset, n, out):
                 hi, lo, ties = _fold_terms(_no_terms(), _terms_contiguous(base, start, n, m))
             sums[0, t - a], sums[1, t - a], sums[2, t - a], sums[3, t - a] = m, hi, lo, ties
         _finish_all(base, sums[0], sums[1], sums[2], sums[3], sums[4])
-        _store_all(out, a, sums[4])
+        least = min(least, _store_all(out, a, sums[4]))
+    return least
 
 
 @njit(cache=True)
 def _rows_serial(base, bits, offset, geo, block, out):
     """The row kernel on the calling thread."""
-    _rows_between(base, bits, offset, geo, block, out, 0, out.size)
+    return _rows_between(base, bits, offset, geo, block, out, 0, out.size)
 
 
 def _rows_between(base, bits, offset, geo, block, out, a, b):  # pragma: no cover
-    """njit-only: outputs ``a..b`` of the row kernel; float64 by :func:`_rows_two_pass`,
-    narrower floats by :func:`_narrow_rows`."""
+    """njit-only: outputs ``a..b`` of the row kernel, float64 by :func:`_rows_two_pass`,
+    narrower floats by :func:`_narrow_rows`; returns their least finite |result|."""
     raise NotImplementedError
 
 
@@ -939,10 +946,13 @@ def _narrow_rows(base, bits, offset, geo, block, out, a, b):  # pragma: no cover
     row's first chunk too cost 2-12%)."""
     ks, kst, rs, rst, n, step = _row_dims(geo)
     if _per_output(n, rs) * base.itemsize <= SHORT_ROW_BYTES:
-        _rows_two_pass(base, bits, offset, geo, block, out, a, b)
-        return
+        return _rows_two_pass(base, bits, offset, geo, block, out, a, b)
+    least = np.inf
     for t in range(a, b):
-        store(out, t, _row_narrow(base, bits, offset, ks, kst, rs, rst, n, step, block, t))
+        r = _row_narrow(base, bits, offset, ks, kst, rs, rst, n, step, block, t)
+        least = min(least, abs(r)) if r == r else least
+        store(out, t, r)
+    return least
 
 
 @njit(cache=True)
@@ -968,7 +978,7 @@ def _rows_two_pass(base, bits, offset, geo, block, out, a, b):
         sums[2, j] = lo
         sums[3, j] = ties
     _finish_all(base, sums[0], sums[1], sums[2], sums[3], sums[4])
-    _store_all(out, a, sums[4])
+    return _store_all(out, a, sums[4])
 
 
 @njit(cache=True, parallel=True)
@@ -1002,26 +1012,29 @@ def _rows_split(base, bits, offset, geo, block, pieces, out):
             his[task] = hi
             los[task] = lo
             ties[task] = k
+    res = np.empty(outputs)
     for t in range(outputs):
         state = _no_terms()
         for task in range(t * pieces, (t + 1) * pieces):
             state = _fold_terms(state, (his[task], los[task], ties[task]))
         hi, lo, k = state
-        store(out, t, _finish(base, peaks[t], hi, lo, k))
+        res[t] = _finish(base, peaks[t], hi, lo, k)
+    return _store_all(out, 0, res)
 
 
 @njit(cache=True)
 def _merge_guesses(base, guesses, sums, pieces, out):
     """Each output's ``pieces`` guessed partial sums rescaled to the largest shift, added in
-    order and finished into ``out``; False (and ``out`` incomplete) when a guess failed or a
-    result is under GUARD."""
+    order and finished into ``out``; the least |result|, or NaN (and ``out`` incomplete) when
+    a guess failed or a result is under GUARD."""
+    least = np.inf
     for t in range(out.size):
         first = t * pieces
         m = -np.inf
         for task in range(first, first + pieces):
             g = guesses[task]  # finite, or NaN for a failed guess
             if math.isnan(g):
-                return False
+                return np.nan
             if g > m:
                 m = g
         hi = 0.0
@@ -1030,21 +1043,23 @@ def _merge_guesses(base, guesses, sums, pieces, out):
             hi, lo = neumaier(hi, lo, sums[task] * math.exp(guesses[task] - m))
         r = _finish(base, m, hi, lo, 0.0)
         if not abs(r) >= GUARD:
-            return False
+            return np.nan
+        least = min(least, abs(r))
         store(out, t, r)
-    return True
+    return least
 
 
 @njit(cache=True)
 def _merge_online(base, bits, peaks, tops, his, los, ties, pieces, out):
     """Each output's ``pieces`` exact partial states (:func:`_row_online`) merged in order and
     finished into ``out``: NaN anywhere gives NaN, the pieces at the largest maximum add their
-    sums and ties unscaled, the others rescaled."""
+    sums and ties unscaled, the others rescaled. Returns the least finite |result|."""
+    res = np.empty(out.size)
     for t in range(out.size):
         first = t * pieces
         m = peaks[first:first + pieces].max()
         if _is_nan(bits, tops[first:first + pieces].max()):
-            store(out, t, np.nan)
+            res[t] = np.nan
             continue
         hi = 0.0
         lo = 0.0
@@ -1056,7 +1071,8 @@ def _merge_online(base, bits, peaks, tops, his, los, ties, pieces, out):
                 elif peaks[task] > -np.inf:
                     scaled = (his[task] + los[task] + ties[task]) * math.exp(peaks[task] - m)
                     hi, lo = neumaier(hi, lo, scaled)
-        store(out, t, _finish(base, m, hi, lo, k))
+        res[t] = _finish(base, m, hi, lo, k)
+    return _store_all(out, 0, res)
 
 
 @njit(cache=True, parallel=True)
@@ -1077,8 +1093,9 @@ def _rows_online_split(base, bits, offset, geo, block, pieces, out):
         m, hi, lo = _guess_piece(base, bits, off, rs, rst, n, step, a, b, block)
         guesses[task] = m
         sums[task] = hi + lo
-    if _merge_guesses(base, guesses, sums, pieces, out):
-        return
+    least = _merge_guesses(base, guesses, sums, pieces, out)
+    if not math.isnan(least):
+        return least
     peaks = np.empty(tasks)
     tops = np.empty(tasks, np.int64)
     his = np.empty(tasks)
@@ -1093,7 +1110,7 @@ def _rows_online_split(base, bits, offset, geo, block, pieces, out):
         his[task] = hi
         los[task] = lo
         ties[task] = k
-    _merge_online(base, bits, peaks, tops, his, los, ties, pieces, out)
+    return _merge_online(base, bits, peaks, tops, his, los, ties, pieces, out)
 
 
 # ----------------------------------------------------------------------------- columns
@@ -1314,16 +1331,6 @@ def _finish_all(base, peaks, his, los, ties, res):
 
 
 @njit(cache=True)
-def _least_magnitude(out):
-    """The least |result| in ``out`` (storage dtype), NaN left out; inf when there is none."""
-    least = np.inf
-    for j in range(out.size):
-        r = abs(widen(out[j]))
-        least = min(least, r) if r == r else least
-    return least
-
-
-@njit(cache=True)
 def _store_all(out, o, res):
     """``res`` into ``out`` from ``o``, each rounded once; the least finite |result|."""
     least = np.inf
@@ -1351,9 +1358,12 @@ def _columns_parallel(base, bits, offset, geo, width, out):
     """The column kernel, work items of ``width`` adjacent outputs shared out across threads."""
     ks, kst, cols, cstep, rs, rst = _column_dims(geo)
     blocks = (cols + width - 1) // width
+    least = np.inf
     for i in prange(out.size // cols * blocks):
         item = np.int64(i)
-        _column_item(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, item, out)
+        least = min(least, _column_item(base, bits, offset, ks, kst, cols, cstep, rs, rst,
+                                        width, item, out))
+    return least
 
 
 @njit(cache=True)
@@ -1379,9 +1389,10 @@ def _columns_split(base, bits, offset, geo, width, pieces, out):
     total = _per_output(1, rs)
     blocks = (cols + width - 1) // width
     tasks = outputs // cols * blocks * pieces
-    if _split_guess_served(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, pieces,
-                           out):
-        return
+    least = _split_guess_served(base, bits, offset, ks, kst, cols, cstep, rs, rst, width,
+                                pieces, out)
+    if not math.isnan(least):
+        return least
     keys = np.full((pieces, outputs), _KEY_FLOOR, np.int64)
     mags = np.zeros((pieces, outputs), np.int64)
     peaks = np.empty(outputs)
@@ -1402,12 +1413,14 @@ def _columns_split(base, bits, offset, geo, width, pieces, out):
         if first:
             for t in range(outputs):
                 peaks[t] = _from_key(bits, keys[:, t].max(), mags[:, t].max())
+    res = np.empty(outputs)
     for t in range(outputs):
         state = _no_terms()
         for p in range(pieces):
             state = _fold_terms(state, (his[p, t], los[p, t], ties[p, t]))
         hi, lo, k = state
-        store(out, t, _finish(base, peaks[t], hi, lo, k))
+        res[t] = _finish(base, peaks[t], hi, lo, k)
+    return _store_all(out, 0, res)
 
 
 @njit(cache=True, inline="always")
@@ -1426,7 +1439,8 @@ def _split_guess_served(base, bits, offset, ks, kst, cols, cstep, rs, rst, width
                         out):  # pragma: no cover - njit only
     """njit-only, narrow floats: ``out`` from one read of every piece with guessed shifts (the
     maxima of its first PROBE_ROWS rows), the pieces rescaled to the largest and added in
-    order (:func:`_merge_guesses`); whether that served every output. float64: False."""
+    order (:func:`_merge_guesses`); the least |result|, or NaN when that did not serve every
+    output. float64: NaN."""
     raise NotImplementedError
 
 
@@ -1435,7 +1449,7 @@ def _split_guess_served_impl(base, bits, offset, ks, kst, cols, cstep, rs, rst, 
                              pieces, out):
     if base.dtype == types.float64:
         return (lambda base, bits, offset, ks, kst, cols, cstep, rs, rst, width, pieces, out:
-                False)
+                np.nan)
 
     def impl(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, pieces, out):
         return _split_guesses(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, pieces,
@@ -1598,13 +1612,15 @@ def _slab_columns(base, bits, pieces, out):
     (:func:`_slab_pieces`), the pieces shared out across threads: each output's arithmetic is
     the one-thread kernel's, so the results do not depend on the thread count."""
     inner = base.size // _slabs(pieces)  # elements per slab
+    least = np.inf
     for i in prange(pieces.shape[0]):
         geo = pieces[i, :-1]
         sizes, _, ost = merged_dims(geo)
         first = pieces[i, -1]
         count = sizes[0]
-        _small_columns(base[first * inner:(first + count) * inner], geo,
-                       out[first * ost[0]:(first + count) * ost[0]])
+        least = min(least, _small_columns(base[first * inner:(first + count) * inner], geo,
+                                          out[first * ost[0]:(first + count) * ost[0]]))
+    return least
 
 
 @njit(cache=True, inline="always")

@@ -439,22 +439,13 @@ def _unsafe_small_l2(out):
 @njit(cache=True, nogil=True)
 def _unsafe_sum(out):
     """Whether some float64 sum is inf or NaN (maybe a partial sum's overflow): every output
-    tested, as :func:`_unsafe_l2` (``v - v`` is NaN for both, 0 for finite values)."""
+    tested, as :func:`_unsafe_l2` (``v - v`` is NaN for both, 0 for finite values); the small
+    kernels too (stopping at the first cost 8x128 calls ~5%, 90 ns)."""
     unsafe = False
     for i in range(out.size):
         v = out[i]
         unsafe |= (v - v) != 0.0
     return unsafe
-
-
-@njit(cache=True, nogil=True)
-def _unsafe_small_sum(out):
-    """:func:`_unsafe_sum` for the small kernels, stopping at the first."""
-    for i in range(out.size):
-        v = out[i]
-        if (v - v) != 0.0:
-            return True
-    return False
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -1748,7 +1739,7 @@ def _small_sum(base, geo, out):
     wide_vectors_for(base)
     comp = is_float64(base)
     _small_nd(base, geo, False, comp, out)
-    return comp and _unsafe_small_sum(out)
+    return comp and _unsafe_sum(out)
 
 
 @njit(cache=True, nogil=True)
