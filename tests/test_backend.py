@@ -599,3 +599,27 @@ def test_nodes_of_the_ai_onnx_domain_run_in_onnx_reference_too(imported):
     graph = oh.make_graph(nodes, "g", [_vi("x", F32, [2, 3])], [_vi("y")])
     model = oh.make_model_gen_version(graph, opset_imports=[oh.make_opsetid(imported, 13)])
     np.testing.assert_array_equal(backend.prepare(model).run([-X])[0], [[21.0]])
+
+
+@pytest.mark.parametrize(
+    ("op", "x", "want"),
+    [
+        ("ReduceL2", np.array([3e30, 4e30], np.float32), np.float32(5e30)),
+        ("ReduceLogSumExp", np.array([np.inf, np.inf], np.float32), np.float32(np.inf)),
+        ("ReduceLogSumExp", np.array([5, 5], np.int32), np.int32(5)),  # LSE 5.69, truncated
+    ],
+)
+def test_reduce_nodes_inside_local_functions_run_on_onnx_reduce(op, x, want):
+    """Model-local functions are inlined before the graph runs: onnx.reference evaluates a
+    function's nodes without the plug-in (its own ReduceL2 of [3e30, 4e30] float32 is inf)."""
+    elem = oh.np_dtype_to_tensor_dtype(x.dtype)
+    body = [oh.make_node(op, ["a"], ["b"], keepdims=0)]
+    function = oh.make_function("local", "F", ["a"], ["b"], body, [oh.make_opsetid("", 18)])
+    graph = oh.make_graph([oh.make_node("F", ["x"], ["y"], domain="local")], "g",
+                          [_vi("x", elem, [2])], [_vi("y", elem, [])])
+    model = oh.make_model(graph, functions=[function], opset_imports=[
+        oh.make_opsetid("", 18), oh.make_opsetid("local", 1)])
+    onnx.checker.check_model(model, full_check=True)
+    (got,) = backend.prepare(model).run([x])
+    assert got.dtype == x.dtype
+    assert got == want

@@ -492,3 +492,56 @@ def test_package_exports_expand():
     assert [n.op_type for n in onnx_reduce.expand(node, 18)] == [
         n.op_type for n in onnx.defs.get_schema(L2, 18).function_body.node]
     assert onnx_reduce.expand(node, 18) == expand(node, 18)  # also once the submodule is bound
+
+
+@pytest.mark.parametrize(
+    ("dtype", "values"),
+    [(np.float32, [3e38, 3e38]), (BF16, [3e38, 3e38]), (np.float64, [1e308, 1e308]),
+     (np.float64, [1e308, -5e307, 1e308]), (np.float32, [1e-40, 1e-40])],
+)
+def test_stable_log_sum_does_not_overflow_where_the_log_is_finite(dtype, values):
+    """log(sum x) of elements near the largest float: the narrow floats sum in float64, float64
+    divided by its largest magnitude first (Log(ReduceSum(x / s)) + Log(s)); the spec's body
+    and a plain Log(ReduceSum(x)) give inf."""
+    x = np.array([values]).astype(dtype)
+    want = KERNEL[LOGSUM](x, axes=[1], keepdims=True, opset=18)
+    assert np.isfinite(want.astype(np.float64)).all()
+    model = expanded(one_node_model(LOGSUM, 18, x, [1], 1, out_shape=[1, 1]), True)
+    for name in runtimes(18, x.dtype):
+        got = run(name, model, {"x": x})
+        assert got.dtype == x.dtype
+        spacing = np.spacing(np.abs(want.astype(np.float64)))
+        assert np.abs(got.astype(np.float64) - want.astype(np.float64)) <= 4 * spacing, name
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: expand_model(None), TypeError, r"^expand_model takes an onnx\.ModelProto"),
+        (lambda: expand(None, 18), TypeError, r"^expand takes an onnx\.NodeProto"),
+        (lambda: expand(oh.make_node(L2, [], ["y"]), 18, stable=True, dtype="float"),
+         ValueError, r"^ReduceL2-18: expected 1 or 2 inputs and 1 output"),
+        (lambda: expand(oh.make_node(L2, ["x"], []), 18, stable=True, dtype="float"),
+         ValueError, r"^ReduceL2-18: expected 1 or 2 inputs and 1 output"),
+        (lambda: expand(oh.make_node(L2, ["x"], ["y"]), 18, stable=True, dtype=0),
+         TypeError, r"^ReduceL2-18: unknown ONNX element type 0$"),
+        (lambda: expand_model(oh.make_model(oh.make_graph(
+            [oh.make_node(L2, ["x"], [])], "g", [oh.make_tensor_value_info("x", 1, [2])], []),
+            opset_imports=[oh.make_opsetid("", 18)]), stable=True),
+         ValueError, r"^ReduceL2-18: expected 1 or 2 inputs and 1 output"),
+    ],
+)
+def test_bad_nodes_and_models_get_a_one_line_error(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_an_attribute_given_twice_or_by_reference_is_refused():
+    twice = oh.make_node(L2, ["x"], ["y"], keepdims=1)
+    twice.attribute.append(oh.make_attribute("keepdims", 0))
+    with pytest.raises(ValueError, match=r"^ReduceL2-18: attribute 'keepdims' is given twice$"):
+        expand(twice, 18, stable=True, dtype="float")
+    referring = oh.make_node(L2, ["x"], ["y"])
+    referring.attribute.append(oh.make_attribute_ref("keepdims", onnx.AttributeProto.INT))
+    with pytest.raises(ValueError, match=r"'keepdims' refers to 'keepdims' of an enclosing"):
+        expand(referring, 18, stable=True, dtype="float")

@@ -51,6 +51,8 @@ class OnnxReduceRep(BackendRep):
 
     def __init__(self, model: onnx.ModelProto) -> None:
         self.model = model
+        if model.functions:  # onnx.reference runs a local function's nodes without new_ops
+            model = _inlined(model)
         graph = model.graph
         initializers = {init.name for init in graph.initializer}
         graph_inputs = [i for i in graph.input if i.name not in initializers]
@@ -349,6 +351,19 @@ def _reference_evaluator(model: onnx.ModelProto) -> Any:
         return ReferenceEvaluator(_default_domain(model), new_ops=reference_ops())
     except (NotImplementedError, RuntimeError) as error:
         raise ValueError(f"the model cannot run: {error}") from None
+
+
+def _inlined(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with its model-local functions inlined: their reduce nodes then run on
+    onnx-reduce as the main graph's do (onnx.reference builds a function's evaluator without
+    the plug-in's ``new_ops``, so ReduceL2 of float32 [3e30, 4e30] was inf there)."""
+    import onnx.inliner
+
+    try:
+        return onnx.inliner.inline_local_functions(model)
+    except Exception as error:  # the inliner's C++ errors have no common type
+        raise ValueError(f"the model's local functions cannot be inlined: "
+                         f"{one_line(str(error))}") from None
 
 
 def _default_domain(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -67,10 +67,15 @@ def expand(
     non-finite -> 1), ``s * Sqrt(ReduceSum((x / s)**2))`` for ReduceL2 (float16 and integer
     data, whose squares cannot overflow their wider accumulator, go unscaled);
     ``ReduceSum(x * x)`` for ReduceSumSquare (integers in their own type, wrapping) and
-    ``Log(ReduceSum(x))`` for ReduceLogSum; ReduceSum is returned as is. LSE and L2: all -inf
+    ``Log(ReduceSum(x / s)) + Log(s)`` for ReduceLogSum (float16/bfloat16/float32 in float64;
+    integers ``Log(ReduceSum(x))``); ReduceSum is returned as is. LSE and L2: all -inf
     gives -inf, any +inf gives +inf, NaN gives NaN. ``dtype`` (ONNX type name, ``TensorProto``
     enum or numpy dtype of the data) chooses the arithmetic: float16/bfloat16 in float32,
     float32/float64 in their own type, integers in float64, each cast back once at the end.
+    Integer results equal onnx-reduce's while the float64 arithmetic is exact for them (sums
+    of squares and elements under 2**53, results in the dtype's range): beyond, it rounds, and
+    the cast back neither saturates nor keeps LSE at max(x). A ReduceLogSum whose sum cancels
+    has the float sum's error (``[1e16, 1, -1e16]`` gives log 0), as no lowering to sums can.
     Without ``dtype`` it runs in float64 and casts back with CastLike, which needs
     ``opset >= 15``.
 
@@ -83,11 +88,14 @@ def expand(
     ...
     ValueError: ReduceL2-13 has no function body in the ONNX spec (bodies exist for ...
     """
+    if not isinstance(node, onnx.NodeProto):
+        raise TypeError(f"expand takes an onnx.NodeProto, got {type(node).__name__}")
     ver = _version(node, opset)
-    attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    attributes = _attributes(ver, node)
     validate_attributes(ver, attributes)
     inputs = list(node.input)
-    if len(inputs) > (2 if ver.axes_is_input else 1) or len(node.output) != 1:
+    if (not inputs or not inputs[0] or len(inputs) > (2 if ver.axes_is_input else 1)
+            or len(node.output) != 1 or not node.output[0]):
         raise ValueError(
             f"{ver.label}: expected {'1 or 2 inputs' if ver.axes_is_input else '1 input'} and "
             f"1 output, got inputs {inputs} and outputs {list(node.output)}"
@@ -131,6 +139,8 @@ def expand_model(model: onnx.ModelProto, stable: bool = False) -> onnx.ModelProt
     >>> ReferenceEvaluator(expand_model(model, stable=True)).run(None, x)
     [array(800.69314718)]
     """
+    if not isinstance(model, onnx.ModelProto):
+        raise TypeError(f"expand_model takes an onnx.ModelProto, got {type(model).__name__}")
     opset = _default_opset(model)
     types_ = _known_types(model) if stable else {}
     graph = model.graph
@@ -141,8 +151,9 @@ def expand_model(model: onnx.ModelProto, stable: bool = False) -> onnx.ModelProt
         if not ours or (op_record(node.op_type).lowering == "primitive" and not stable):
             nodes.append(node)
             continue
-        prefix = _free_prefix(node.name or node.output[0], taken)
-        dtype = types_.get(node.input[0]) if stable else None
+        prefix = _free_prefix(node.name or (node.output[0] if node.output else node.op_type),
+                              taken)  # a node without outputs: refused by expand
+        dtype = types_.get(node.input[0]) if stable and node.input else None
         nodes.extend(expand(node, opset, stable, dtype=dtype, prefix=prefix))
     out = onnx.ModelProto()
     out.CopyFrom(model)
@@ -246,6 +257,8 @@ class _Lowering:
             self.acc = elem  # integer squares and sums wrap in their own type, as in the spec
         elif elem is None or self.integer:
             self.acc = TensorProto.DOUBLE
+        elif ver.record.lowering == "log_sum" and elem != TensorProto.DOUBLE:
+            self.acc = TensorProto.DOUBLE  # a float32 sum of float32 data can overflow
         elif elem in (TensorProto.FLOAT16, TensorProto.BFLOAT16):
             self.acc = TensorProto.FLOAT
         else:
@@ -276,7 +289,12 @@ class _Lowering:
         return self.reduce_sum(self.add("Mul", [x, x], "squares"))
 
     def log_sum(self, x: str) -> str:
-        return self.add("Log", [self.reduce_sum(x)], "result")
+        if self.integer:
+            return self.add("Log", [self.reduce_sum(x)], "result")
+        s = self.safe(self.reduce_max(self.add("Abs", [x], "abs")), 1.0, zero_is_bad=True)
+        total = self.reduce_sum(self.add("Div", [x, s], "scaled"))
+        log_s = self.add("Log", [self.like(s, total)], "log_scale")
+        return self.add("Add", [self.add("Log", [total], "log"), log_s], "result")
 
     def l2(self, x: str) -> str:
         if not self.scale:
@@ -371,7 +389,7 @@ def _elem_type(ver: OpVersion, dtype: Any) -> int:
     """The ``TensorProto`` element type of ``dtype``; ``TypeError`` if the version rejects it."""
     if isinstance(dtype, (int, np.integer)) and not isinstance(dtype, bool):
         elem = int(dtype)
-        if elem not in TensorProto.DataType.values():
+        if elem not in TensorProto.DataType.values() or elem == TensorProto.UNDEFINED:
             raise TypeError(f"{ver.label}: unknown ONNX element type {elem}")
     elif isinstance(dtype, str) and dtype.upper() in _ELEM_NAMES:
         elem = _ELEM_NAMES[dtype.upper()]
@@ -382,6 +400,20 @@ def _elem_type(ver: OpVersion, dtype: Any) -> int:
             raise TypeError(f"{ver.label}: cannot read {dtype!r} as a data type") from None
     check_dtype(ver, helper.tensor_dtype_to_np_dtype(elem))
     return elem
+
+
+def _attributes(ver: OpVersion, node: onnx.NodeProto) -> dict[str, Any]:
+    """The node's attributes by name; ``ValueError`` for one given twice or one that refers to
+    an attribute of an enclosing function (``ref_attr_name``: expand the function's caller)."""
+    attributes: dict[str, Any] = {}
+    for attribute in node.attribute:
+        if attribute.name in attributes:
+            raise ValueError(f"{ver.label}: attribute {attribute.name!r} is given twice")
+        if attribute.ref_attr_name:
+            raise ValueError(f"{ver.label}: attribute {attribute.name!r} refers to "
+                             f"{attribute.ref_attr_name!r} of an enclosing function")
+        attributes[attribute.name] = helper.get_attribute_value(attribute)
+    return attributes
 
 
 def _default_opset(model: onnx.ModelProto) -> int:
