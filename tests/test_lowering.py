@@ -545,3 +545,23 @@ def test_an_attribute_given_twice_or_by_reference_is_refused():
     referring.attribute.append(oh.make_attribute_ref("keepdims", onnx.AttributeProto.INT))
     with pytest.raises(ValueError, match=r"'keepdims' refers to 'keepdims' of an enclosing"):
         expand(referring, 18, stable=True, dtype="float")
+
+
+def test_new_names_avoid_the_names_of_subgraphs():
+    """An If branch already writes 'y/max': the lowering of the main graph's node writing 'y'
+    takes another prefix, so the model stays in single-assignment form."""
+    then = oh.make_graph([oh.make_node("Identity", ["x"], ["y/max"])], "then", [],
+                         [oh.make_tensor_value_info("y/max", TensorProto.FLOAT, [2])])
+    other = oh.make_graph([oh.make_node("Identity", ["x"], ["e"])], "else", [],
+                          [oh.make_tensor_value_info("e", TensorProto.FLOAT, [2])])
+    nodes = [oh.make_node(L2, ["x"], ["y"], keepdims=0),
+             oh.make_node("If", ["c"], ["z"], then_branch=then, else_branch=other)]
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [2]),
+                                       oh.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, []),
+                           oh.make_tensor_value_info("z", TensorProto.FLOAT, [2])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 18)])
+    lowered = expanded(model, True)
+    x = np.array([3.0, 4.0], np.float32)
+    got = run_reference(lowered, {"x": x, "c": np.array(True)})
+    assert got == np.float32(5.0)

@@ -435,11 +435,16 @@ def _known_types(model: onnx.ModelProto) -> dict[str, int]:
 
 
 def _all_names(graph: onnx.GraphProto) -> set[str]:
+    """Every name of ``graph`` and of its nodes' subgraphs (If/Loop/Scan bodies share the
+    model's single-assignment namespace)."""
     names = {i.name for i in [*graph.input, *graph.output, *graph.value_info, *graph.initializer]}
     for node in graph.node:
         names.update(node.input)
         names.update(node.output)
         names.add(node.name)
+        for attribute in node.attribute:
+            for body in [attribute.g, *attribute.graphs]:
+                names |= _all_names(body)
     return names
 
 
