@@ -623,3 +623,23 @@ def test_reduce_nodes_inside_local_functions_run_on_onnx_reduce(op, x, want):
     (got,) = backend.prepare(model).run([x])
     assert got.dtype == x.dtype
     assert got == want
+
+
+@pytest.mark.parametrize(
+    ("nodes", "inputs", "feeds", "message"),
+    [
+        ([oh.make_node("Gather", ["x", "i"], ["t"]), oh.make_node("ReduceSum", ["t"], ["y"])],
+         [_vi("x", F32, [2, 3]), _vi("i", TensorProto.INT64, [1])],
+         [X, np.array([5], np.int64)], r"index 5 is out of bounds"),
+        ([oh.make_node("Range", ["a", "b", "c"], ["t"]), oh.make_node("ReduceSum", ["t"], ["y"])],
+         [_vi(name, F32, []) for name in "abc"],
+         [np.float32(0), np.float32(5), np.float32(0)], r"division by zero"),
+    ],
+)
+def test_another_op_s_failure_in_onnx_reference_is_a_value_error(nodes, inputs, feeds, message):
+    """A node onnx.reference runs and the feeds break (an index past the end, a Range of step
+    0) raises what onnx.reference raises: an IndexError, a ZeroDivisionError; given as
+    ValueError, a bad input's error like our own nodes'."""
+    rep = backend.prepare(_model(nodes, inputs, [_vi("y")], 13))
+    with pytest.raises(ValueError, match=rf"^the model fails in onnx\.reference: .*{message}"):
+        rep.run(feeds)

@@ -387,8 +387,10 @@ def _evaluate(evaluator: Any, feeds: dict[str, np.ndarray]) -> tuple[np.ndarray,
     ``Add`` of float32 and int64) is a ``ValueError``, as our own nodes' bad inputs are."""
     try:
         return tuple(evaluator.run(None, feeds))
-    except (RuntimeError, NotImplementedError) as error:
-        raise ValueError(f"the model fails in onnx.reference: {error}") from None
+    except (RuntimeError, NotImplementedError, IndexError, KeyError, ZeroDivisionError,
+            OverflowError) as error:  # e.g. Gather of an index past the end, Range of step 0
+        reason = one_line(str(error)) or type(error).__name__
+        raise ValueError(f"the model fails in onnx.reference: {reason}") from None
 
 
 def _direct_steps(

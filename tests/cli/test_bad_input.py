@@ -204,8 +204,8 @@ def test_run_checks_every_destination_before_writing_any(tmp_path: Path) -> None
 def test_write_failure_is_one_line(
     tmp_path: Path, x: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def disk_full(path, *args, **kwargs):
-        Path(path).write_bytes(b"half")
+    def disk_full(file, *args, **kwargs):  # the open temporary (cli.tensors.save_npy)
+        file.write(b"half")
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(np, "save", disk_full)

@@ -255,6 +255,49 @@ def test_existing_output_needs_force(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npy", "y.npy"]  # no leftovers
 
 
+@pytest.mark.parametrize("chunked", [False, True], ids=["in-memory", "chunked"])
+def test_an_upper_case_npy_output_holds_the_result(tmp_path: Path, chunked: bool) -> None:
+    """np.save appends ".npy" to a name not ending in lower-case ".npy": the temporary got
+    the data and KEEP.NPY was left empty (with --force, an existing file wiped)."""
+    x = save(tmp_path / "x.npy", np.arange(6.0).reshape(2, 3))
+    out = tmp_path / "KEEP.NPY"
+    out.write_bytes(x.read_bytes())
+    extra = ["--scheduler", "synchronous"] if chunked else []
+    result = invoke("eval", "sum", x, "--axes", "0", "-o", out, "--force", *extra)
+    assert result.exit_code == 0, result.stderr
+    assert np.load(out).tolist() == [[3.0, 5.0, 7.0]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["KEEP.NPY", "x.npy"]
+
+
+def test_a_long_output_name_is_written_and_a_too_long_input_name_is_an_error(
+        tmp_path: Path) -> None:
+    """A valid 254-byte name gets a temporary whose name fits too; a name the system refuses
+    is a user error, not an internal one."""
+    x = save(tmp_path / "x.npy", np.array([1.0, 2.0]))
+    out = tmp_path / ("b" * 250 + ".npy")
+    assert invoke("eval", "sum", x, "-o", out).exit_code == 0
+    assert np.load(out).tolist() == [3.0]
+    assert_user_error(invoke("eval", "sum", tmp_path / ("c" * 300 + ".npy")),
+                      "cannot read (File name too long)")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_a_pipe_is_refused_instead_of_read_without_end(tmp_path: Path) -> None:
+    pipe = tmp_path / "f.npy"
+    os.mkfifo(pipe)
+    assert_user_error(invoke("eval", "sum", pipe), "f.npy: not a regular file (a pipe or a")
+
+
+def test_chunked_bfloat16_results_bound_for_npy_or_zarr_are_refused_first(tmp_path: Path) -> None:
+    x = save(tmp_path / "x.pb", np.ones((4, 6)).astype(ml_dtypes.bfloat16))
+    for name, message in (("y.npy", "numpy's .npy format has no bfloat16"),
+                          ("y.zarr", "zarr has no bfloat16 data type")):
+        result = invoke("eval", "sum", x, "--axes", "1", "--scheduler", "synchronous", "-o",
+                        tmp_path / name)
+        assert_user_error(result, message, "write a .pb file instead")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.pb"]
+
+
 def test_new_output_gets_ordinary_permissions(tmp_path: Path) -> None:
     x = save(tmp_path / "x.npy", np.array([1.0, 2.0]))
     out = tmp_path / "y.npy"

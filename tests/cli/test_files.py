@@ -30,9 +30,9 @@ _STALLED_WRITER = textwrap.dedent("""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT, signal.SIGTERM])
 
-    def stalled_save(path, *args, **kwargs):
-        with open(path, "wb") as file:
-            file.write(b"half a file")
+    def stalled_save(file, *args, **kwargs):  # the open temporary (cli.tensors.save_npy)
+        file.write(b"half a file")
+        file.flush()
         print("writing", flush=True)
         for _ in range(1200):  # a signal taken by another thread is handled within 0.1 s
             time.sleep(0.1)

@@ -13,7 +13,7 @@ from rich.markup import escape
 from ..spec import bfloat16
 from . import tensors
 from .errors import UserError, shown, user_errors
-from .files import check_directory, check_target
+from .files import check_directory, check_regular_file, check_target
 from .present import console, describe, preview
 
 ModelArg = Annotated[
@@ -137,11 +137,8 @@ def _load_model(path: Path):
     import onnx
     from google.protobuf.message import DecodeError
 
-    if not path.exists():
-        raise UserError(f"{path}: no such file")
-    if path.is_dir():
-        raise UserError(f"{path}: is a directory, not an ONNX model")
     try:
+        check_regular_file(path, "an ONNX model")
         model = onnx.load(str(path))
     except (DecodeError, OSError, ValueError, onnx.checker.ValidationError) as error:
         raise UserError(f"{path}: not a readable ONNX model ({error})") from error

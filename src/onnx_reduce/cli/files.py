@@ -81,7 +81,7 @@ def atomic_path(path: Path, *, force: bool) -> Iterator[Path]:
     remove_stale_temporaries(path)
     with _signals_raise():
         descriptor, name = tempfile.mkstemp(
-            dir=path.parent, prefix=f".{path.stem}.{os.getpid()}.", suffix=f".tmp{path.suffix}"
+            dir=path.parent, prefix=f".{_stem(path)}.{os.getpid()}.", suffix=f".tmp{path.suffix}"
         )
         os.close(descriptor)
         temporary = Path(name)
@@ -94,6 +94,19 @@ def atomic_path(path: Path, *, force: bool) -> Iterator[Path]:
         except BaseException:
             temporary.unlink(missing_ok=True)
             raise
+
+
+def check_regular_file(path: Path, what: str) -> None:
+    """``UserError`` unless ``path`` is a regular file: missing, a directory (not ``what``), or
+    a pipe, socket or device, which a reader would wait on without end. A name the system
+    refuses (too long) is an ``OSError``, as any unreadable file's."""
+    if not path.exists():
+        raise UserError(f"{shown(path)}: no such file")
+    if path.is_dir():
+        raise UserError(f"{shown(path)}: is a directory, not {what}")
+    if not path.is_file():
+        raise UserError(f"{shown(path)}: not a regular file (a pipe or a device); "
+                        f"onnx-reduce reads {what} from a file")
 
 
 def is_store(path: Path) -> bool:
@@ -111,7 +124,7 @@ def atomic_directory(path: Path, *, force: bool) -> Iterator[Path]:
     remove_stale_temporaries(path)
     with _signals_raise():
         temporary = Path(tempfile.mkdtemp(
-            dir=path.parent, prefix=f".{path.stem}.{os.getpid()}.", suffix=f".tmp{path.suffix}"
+            dir=path.parent, prefix=f".{_stem(path)}.{os.getpid()}.", suffix=f".tmp{path.suffix}"
         ))
         try:
             yield temporary
@@ -133,7 +146,7 @@ def _publish_directory(temporary: Path, path: Path, force: bool) -> None:
     if not path.exists():
         os.rename(temporary, path)
         return
-    old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.stem}.{os.getpid()}.",
+    old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{_stem(path)}.{os.getpid()}.",
                                 suffix=f".tmp{path.suffix}"))
     os.rename(path, old / "old")
     try:
@@ -167,11 +180,10 @@ def _publish(temporary: Path, path: Path, force: bool) -> None:
 def remove_stale_temporaries(path: Path) -> list[Path]:
     """Remove the temporary files of earlier writes to ``path`` whose process is gone; the
     removed paths."""
-    pattern = re.compile(
-        rf"\.{re.escape(path.stem)}\.(\d+)\.[^.]+\.tmp{re.escape(path.suffix)}"
-    )
+    stem = _stem(path)
+    pattern = re.compile(rf"\.{re.escape(stem)}\.(\d+)\.[^.]+\.tmp{re.escape(path.suffix)}")
     removed = []
-    for candidate in path.parent.glob(f".{glob_escape(path.stem)}.*.tmp{glob_escape(path.suffix)}"):
+    for candidate in path.parent.glob(f".{glob_escape(stem)}.*.tmp{glob_escape(path.suffix)}"):
         match = pattern.fullmatch(candidate.name)
         if match and not _process_exists(int(match.group(1))):
             if candidate.is_dir() and not candidate.is_symlink():
@@ -180,6 +192,16 @@ def remove_stale_temporaries(path: Path) -> list[Path]:
                 candidate.unlink(missing_ok=True)
             removed.append(candidate)
     return removed
+
+
+#: Characters of an output's name that its temporary's name keeps: a name of up to 255 bytes
+#: is valid, and the temporary's adds ~30.
+_STEM_CHARS = 120
+
+
+def _stem(path: Path) -> str:
+    """The part of ``path``'s stem its temporaries are named after."""
+    return path.stem[:_STEM_CHARS]
 
 
 def glob_escape(text: str) -> str:

@@ -16,8 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from ..spec.dtypes import bfloat16
+from .errors import UserError
 from .files import atomic_directory, atomic_path
 from .sources import slab_chunks
+from .tensors import refuse_npy_bfloat16, save_npy
 
 #: Computes a dask collection (the scheduler and progress bar chosen on the command line).
 Compute = Callable[[Any], Any]
@@ -45,9 +48,10 @@ def write_npy(path: Path, result, *, force: bool, compute: Compute) -> None:
     """Stream the dask array ``result`` into the ``.npy`` file ``path``."""
     import dask.array as da
 
+    refuse_npy_bfloat16(path, result.dtype)
     with atomic_path(path, force=force) as temporary:
         if result.size == 0:  # (numpy cannot memory-map an empty file)
-            np.save(temporary, np.empty(result.shape, result.dtype), allow_pickle=False)
+            save_npy(temporary, np.empty(result.shape, result.dtype))
             return
         header_and_space = np.lib.format.open_memmap(
             temporary, mode="w+", dtype=result.dtype, shape=result.shape)
@@ -61,6 +65,8 @@ def write_zarr(path: Path, result, *, force: bool, compute: Compute, chunk_bytes
     import dask.array as da
     import zarr
 
+    if result.dtype == bfloat16:
+        raise UserError(f"{path}: zarr has no bfloat16 data type; write a .pb file instead")
     chunks = slab_chunks(result.shape, result.dtype.itemsize, chunk_bytes)
     with atomic_directory(path, force=force) as temporary:
         target = zarr.create_array(store=str(temporary), shape=result.shape, dtype=result.dtype,

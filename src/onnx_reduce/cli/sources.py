@@ -33,7 +33,10 @@ def is_zarr(path: Path) -> bool:
     path = Path(path)
     if path.suffix.lower() == ".zarr":
         return True
-    return path.is_dir() and any((path / name).exists() for name in ZARR_MARKERS)
+    try:
+        return path.is_dir() and any((path / name).exists() for name in ZARR_MARKERS)
+    except OSError:  # a name the system refuses (too long): not a store; the reader says why
+        return False
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,11 @@ def slab_chunks(
     (1, 10, 10)
     >>> slab_chunks((1000, 100), 8, 80_000, fortran=True)
     (1000, 10)
+    >>> slab_chunks((0, 10**17), 8, 800)  # no elements: one chunk (not 10**15 empty ones)
+    (1, 100000000000000000)
     """
+    if math.prod(shape) == 0:
+        return tuple(max(s, 1) for s in shape)
     order = range(len(shape)) if fortran else range(len(shape) - 1, -1, -1)
     chunks = list(shape)
     room = max(chunk_bytes // max(itemsize, 1), 1)

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..spec import bfloat16
 from .errors import UserError, one_line
-from .files import atomic_path
+from .files import atomic_path, check_regular_file
 
 FORMATS = (".npy", ".pb")
 
@@ -33,11 +33,8 @@ def read_tensor(path: Path) -> np.ndarray:
     """The array in ``path``: a memory map for ``.npy``, a decoded ``TensorProto`` for ``.pb``."""
     path = Path(path)
     suffix = _suffix(path, "input")
-    if not path.exists():
-        raise UserError(f"{path}: no such file")
-    if path.is_dir():
-        raise UserError(f"{path}: is a directory, not a tensor file")
     try:
+        check_regular_file(path, "a tensor file")
         return _read_npy(path) if suffix == ".npy" else _read_pb(path)
     except OSError as error:
         raise UserError(f"{path}: cannot read ({error.strerror or error})") from error
@@ -97,19 +94,31 @@ def write_tensor(path: Path, array: np.ndarray, *, force: bool = False, name: st
     suffix = _suffix(path, "output")
     array = np.asarray(array)
     if suffix == ".npy":
-        if array.dtype == bfloat16:
-            raise UserError(
-                f"{path}: numpy's .npy format has no bfloat16 (it would save raw 2-byte records); "
-                "write a .pb file instead"
-            )
+        refuse_npy_bfloat16(path, array.dtype)
         with atomic_path(path, force=force) as temporary:
-            np.save(temporary, array, allow_pickle=False)
+            save_npy(temporary, array)
     else:
         from onnx import numpy_helper
 
         proto = numpy_helper.from_array(array, name or path.stem)
         with atomic_path(path, force=force) as temporary:
             temporary.write_bytes(proto.SerializeToString())
+
+
+def refuse_npy_bfloat16(path: Path, dtype: np.dtype) -> None:
+    """``UserError`` for a bfloat16 result bound for a ``.npy`` file, before any work."""
+    if dtype == bfloat16:
+        raise UserError(
+            f"{path}: numpy's .npy format has no bfloat16 (it would save raw 2-byte records); "
+            "write a .pb file instead"
+        )
+
+
+def save_npy(path: Path, array: np.ndarray) -> None:
+    """``array`` into the .npy file ``path`` as named: through a file object, as ``np.save``
+    given a name not ending in lower-case ``.npy`` (``OUT.NPY``, a temporary) appends one."""
+    with open(path, "wb") as handle:
+        np.save(handle, array, allow_pickle=False)
 
 
 def _suffix(path: Path, role: str) -> str:
