@@ -369,6 +369,8 @@ EVAL_ERRORS = [
     (["sum", "{bad_pb}"], ["garbage.pb", "not an ONNX TensorProto"]),
     (["sum", "{text}"], ["x.txt", "unsupported input format"]),
     (["sum", "{f32}", "--axes", "0,x"], ["bad axes", "'x' is not an integer"]),
+    (["sum", "{f32}", "--axes", "1_0"], ["bad axes", "'1_0' is not an integer"]),
+    (["sum", "{f32}", "--axes", "\u0661"], ["bad axes", "is not an integer"]),
     (["sum", "{f32}", "--axes", "5"], ["ReduceSum-13: axis 5 is out of range"]),
     (["sum", "{f32}", "--axes", "1,-1"], ["ReduceSum-13", "more than once"]),
     (["logsumexp", "{i32}"], ["ReduceLogSumExp-28: data type 'int32' is not allowed"]),
@@ -673,6 +675,22 @@ def test_bench_quick_tiny(tmp_path: Path) -> None:
 @needs_bench
 def test_bench_bad_filter_is_a_user_error() -> None:
     assert_user_error(invoke("bench", "--dtypes", "int3"), "int3")
+
+
+@needs_bench
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="no matplotlib")
+@pytest.mark.parametrize(("output", "plot", "message"), [
+    (None, "plot.txt", "plot.txt: unsupported plot format '.txt'; use one of .png"),
+    (None, "plot", "unsupported plot format '(none)'"),
+    ("same.png", "same.png", "-o and --plot name the same file"),
+])
+def test_bench_destinations_are_judged_before_the_benchmark(tmp_path: Path, output, plot,
+                                                            message) -> None:
+    args = ["bench", "--quick", "--ops", "sum", "--sizes", "latency", "--plot", tmp_path / plot]
+    if output is not None:
+        args += ["-o", tmp_path / output]
+    assert_user_error(invoke(*args), message)
+    assert list(tmp_path.iterdir()) == []
 
 
 # --------------------------------------------------------------------------------------------

@@ -22,6 +22,8 @@ from .options import split_list
 from .present import console, runner_header
 
 _SHORT_DTYPE = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16"}
+#: --plot formats (matplotlib's, by the file's suffix), checked before the benchmark runs.
+_PLOT_FORMATS = (".png", ".svg", ".pdf", ".jpg", ".jpeg")
 
 
 def _list_option(metavar: str, what: str, example: str) -> Any:
@@ -94,8 +96,14 @@ def bench_command(
     for path in (output, plot):
         if path is not None:
             check_writable(path, force)
+    if output is not None and plot is not None and Path(output).resolve() == Path(plot).resolve():
+        raise UserError(f"-o and --plot name the same file {shown(plot)}; give two names")
     if plot is not None and not peers.has_module("matplotlib"):
         raise UserError("--plot needs matplotlib: pip install -e '.[bench]'")
+    if plot is not None and Path(plot).suffix.lower() not in _PLOT_FORMATS:
+        suffix = Path(plot).suffix or "(none)"
+        raise UserError(f"{shown(plot)}: unsupported plot format {suffix!r}; "
+                        f"use one of {', '.join(_PLOT_FORMATS)}")
     config = make_config(quick, ops, dtypes, layouts, sizes, runners, repeats, roofline,
                          regimes=None if hot else ["memory"])
     check_inputs_fit(config.sizes)

@@ -56,6 +56,8 @@ def parse_axes(values: Iterable[str] | None) -> list[int] | None:
 def _axis(value: str, token: str) -> int:
     """One axis of ``--axes``: an integer that fits int64 (the type of an ONNX axis)."""
     try:
+        if not re.fullmatch(r"[+-]?[0-9]+", token):  # int() takes 1_0 and other scripts' digits
+            raise ValueError(token)
         axis = int(token)
     except ValueError:
         raise UserError(
