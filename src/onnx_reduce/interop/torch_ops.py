@@ -78,8 +78,8 @@ def _graph_gradient(op, grad, data, result, options) -> torch.Tensor:
     only where that is right: ReduceSum's (the upstream gradient broadcast, by torch's ops: its
     derivative by the data is 0); the others' is computed outside autograd, so differentiating
     it raises (its dependence on the data would be lost: a silently wrong second derivative)."""
-    _, plan = plan_for(op, numpy_dtype(data.dtype), tuple(data.shape), *options)
     if op_record(op).gradient == "broadcast":
+        _, plan = plan_for(op, numpy_dtype(data.dtype), tuple(data.shape), *options)
         return grad.reshape(kept_shape(plan)).expand(data.shape).to(data.dtype)
     with torch.no_grad():
         gradient = gradient_tensor(op, grad, data, result, *options)

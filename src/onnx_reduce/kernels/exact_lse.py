@@ -149,8 +149,8 @@ def refine_log_sum_exp(view: np.ndarray, nkept: int, result: np.ndarray, mask: n
         flat[batch] = _refined(rows, result.dtype, flat[batch] if wide else None)
 
 
-def flagged_rows(view: np.ndarray, nkept: int, mask: np.ndarray):
-    """(flat output indices, their input slices as float64 rows) for the outputs ``mask``
+def flagged_rows(view: np.ndarray, nkept: int, mask: np.ndarray, dtype: np.dtype = np.float64):
+    """(flat output indices, their input slices as rows of ``dtype``) for the outputs ``mask``
     flags, in batches of about :data:`BATCH_ELEMENTS` elements (gathered from any layout)."""
     flagged = np.flatnonzero(mask)
     kept_shape = view.shape[:nkept]
@@ -159,7 +159,7 @@ def flagged_rows(view: np.ndarray, nkept: int, mask: np.ndarray):
     for start in range(0, flagged.size, per_batch):
         batch = flagged[start:start + per_batch]
         picked = view[np.unravel_index(batch, kept_shape)] if nkept else view[None]
-        yield batch, picked.reshape(batch.size, n).astype(np.float64)
+        yield batch, picked.reshape(batch.size, n).astype(dtype)
 
 
 def _refined(rows: np.ndarray, dtype: np.dtype, first: np.ndarray | None) -> np.ndarray:

@@ -34,6 +34,7 @@ from .exact_log_sum import floor_log, log_sum_suspects, refine_log_sum
 from .exact_lse import (
     dd_sum_rows,
     dd_sums,
+    flagged_rows,
     reference_bound,
     refine_log_sum_exp,
     suspects,
@@ -287,13 +288,23 @@ def _integer_log_sum_exp(view: np.ndarray, nkept: int, plan: ReductionPlan) -> n
 
     total = np.empty(plan.kept_shape, np.float64)
     blockwise(view, nkept, terms, _sum_partials, total)
+    result = integer_log_sum_exp_result(peak, total, plan.reduced_size)
     near = near_integer(total, plan.reduced_size)
     if near.any():  # f within float64's rounding of an integer: decided in extended precision
-        flagged = np.flatnonzero(near)
-        rows = view[np.unravel_index(flagged, plan.kept_shape)] if nkept else view[None]
-        total.reshape(-1)[flagged] = decided_totals(rows.reshape(flagged.size, -1),
-                                                    peak.reshape(-1)[flagged])
-    return integer_log_sum_exp_result(peak, total, plan.reduced_size)
+        refine_integer_log_sum_exp(view, nkept, result, near)
+    return result
+
+
+def refine_integer_log_sum_exp(view: np.ndarray, nkept: int, result: np.ndarray,
+                               mask: np.ndarray) -> None:
+    """Recompute in place the integer LSE outputs ``mask`` flags (flat, C order of the kept
+    axes) from their slices (``view``: kept axes first), each ``f`` decided in extended
+    precision (:func:`.exact_integer_lse.decided_totals`)."""
+    flat = result.reshape(-1)
+    for batch, rows in flagged_rows(view, nkept, mask, view.dtype):
+        peaks = rows.max(axis=-1)
+        flat[batch] = integer_log_sum_exp_result(peaks, decided_totals(rows, peaks),
+                                                 rows.shape[1])
 
 
 def integer_log_sum_exp_result(peak: np.ndarray, total: np.ndarray, count) -> np.ndarray:

@@ -58,7 +58,7 @@ from ..spec.dtypes import accumulator, is_float
 from . import blocks, exact_lse
 from .blocks import blockwise
 from .dispatch import state_rows
-from .exact_integer_lse import decided_totals, near_integer
+from .exact_integer_lse import near_integer
 from .exact_log_sum import log_sum_suspects, refine_log_sum, sum_bound
 from .exact_lse import (
     SAFETY,
@@ -75,6 +75,7 @@ from .reference import (
     integer_log_sum_exp_result,
     limb_roots,
     limb_sums,
+    refine_integer_log_sum_exp,
 )
 from .rounding import round_to
 
@@ -547,15 +548,10 @@ def _lse_suspects(state: np.ndarray, values: np.ndarray, dtype: np.dtype,
 
 
 def _lse_refine(rows: np.ndarray, nkept: int, values: np.ndarray, mask: np.ndarray) -> None:
-    """:func:`.exact_lse.refine_log_sum_exp`; integer rows (one per flagged output) by
-    :func:`.exact_integer_lse.decided_totals`."""
-    if is_float(rows.dtype):
-        refine_log_sum_exp(rows, nkept, values, mask)
-        return
-    flat = rows.reshape(rows.shape[0], -1)[mask.ravel()]
-    peaks = flat.max(axis=-1)
-    values.reshape(-1)[mask.ravel()] = integer_log_sum_exp_result(
-        peaks, decided_totals(flat, peaks), flat.shape[1])
+    """:func:`.exact_lse.refine_log_sum_exp`, integers
+    :func:`.reference.refine_integer_log_sum_exp`."""
+    refine = refine_log_sum_exp if is_float(rows.dtype) else refine_integer_log_sum_exp
+    refine(rows, nkept, values, mask)
 
 
 STATES: dict[str, StateOps] = {
