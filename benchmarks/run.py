@@ -5,6 +5,9 @@
     .venv/bin/python benchmarks/run.py --ops sum,l2 --dtypes f32 --sizes 64MiB \\
         --out results.md --detail-out detail.md --plot results.png
 
+``--from-json a.json b.json ...`` renders saved runs instead, several runs of one matrix as
+one (each time the median of the runs' medians: :mod:`onnx_reduce.benchmarking.merge`).
+
 ``--out`` gets the compact report (what BENCHMARKS.md embeds), ``--detail-out`` every runner's
 time in both regimes with its ulps (what docs/benchmark-method.md embeds).
 
@@ -19,7 +22,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from onnx_reduce.benchmarking import BenchConfig, BenchResults, run_suite, targets
+from onnx_reduce.benchmarking import BenchConfig, BenchResults, merge_runs, run_suite, targets
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,8 +48,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="write the detailed tables (times in both regimes, ulps) here")
     parser.add_argument("--plot", type=Path, help="write a PNG plot here")
     parser.add_argument("--json", type=Path, help="save the raw results here (JSON)")
-    parser.add_argument("--from-json", type=Path,
-                        help="render saved results instead of running (with --out/--plot)")
+    parser.add_argument("--from-json", type=Path, nargs="+", metavar="JSON",
+                        help="render saved results instead of running (with --out/--plot); "
+                        "several runs of one matrix: each time the median of their medians")
     args = parser.parse_args(argv)
 
     overrides: dict = {"threads": args.threads, "roofline_bytes": args.roofline_mib * 2**20,
@@ -61,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr, flush=True)
 
     if args.from_json:
-        results = BenchResults.from_dict(json.loads(args.from_json.read_text()))
+        results = merge_runs([BenchResults.from_dict(json.loads(path.read_text()))
+                              for path in args.from_json])
     else:
         results = run_suite(config, progress=progress)
         results.command = shlex.join([".venv/bin/python", "benchmarks/run.py", *sys.argv[1:]])

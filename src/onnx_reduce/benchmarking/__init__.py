@@ -19,6 +19,7 @@ from .config import REGIMES, RUNNERS, BenchConfig
 from .exp_limit import measure_exp_limit
 from .machine import machine_description
 from .memory import measure_memory, memory_markdown, run_memory_suite
+from .merge import merge_runs
 from .results import BenchResults, CellResult
 from .roofline import measure_read_roofline
 from .suite import run_suite
@@ -39,6 +40,7 @@ __all__ = [
     "measure_memory",
     "measure_read_roofline",
     "memory_markdown",
+    "merge_runs",
     "run_memory_suite",
     "run_suite",
     "targets",

@@ -14,7 +14,7 @@ alone (jax: up to ``block_until_ready``), keepdims as ONNX's keepdims=1.
 * jax: ``jnp.sum``, ``jnp.sqrt(jnp.sum(x * x))``, ``jax.nn.logsumexp``; float64 needs
   ``jax_enable_x64``, which :func:`prepare` turns on (jax would otherwise compute float64 input
   as float32). XLA sizes its CPU pool to the machine's cores.
-* scipy: ``scipy.special.logsumexp`` (ReduceLogSumExp only).
+* scipy: ``scipy.special.logsumexp`` (ReduceLogSumExp only; a dtype it refuses is n/a).
 
 >>> import numpy as np
 >>> from .cases import Case
@@ -63,12 +63,22 @@ def prepare(peer: str, case: Case, x: np.ndarray, threads: int) -> Any:
             raise NotAvailable("scipy: ReduceLogSumExp only (scipy.special.logsumexp)")
         from scipy.special import logsumexp
 
+        _scipy_takes(logsumexp, x.dtype)
         return x, lambda a: logsumexp(a, axis=case.axes, keepdims=True)
     if peer == "torch":
         return _torch_setup(case, x, threads)
     if peer == "jax":
         return _jax_setup(case, x)
     raise ValueError(f"unknown peer {peer!r}")
+
+
+def _scipy_takes(logsumexp: Callable[..., Any], dtype: np.dtype) -> None:
+    """:class:`NotAvailable` where ``logsumexp`` refuses ``dtype`` (scipy's array-API dispatch
+    asks ``np.isdtype``, which raises for ml_dtypes' bfloat16 from ml_dtypes 0.7 on)."""
+    try:
+        logsumexp(np.zeros(2, dtype))
+    except TypeError as exc:
+        raise NotAvailable(f"scipy.special.logsumexp refuses {dtype}: {exc}") from exc
 
 
 def bind(setup: Any) -> Callable[[], Any]:

@@ -63,9 +63,11 @@ def _header(results: BenchResults, h: str) -> list[str]:
     if results.command:
         lines += [f"Command: `{results.command}`", ""]
     regimes = " and ".join(results.regimes)
+    runs = (f"; each time the median of {results.runs} full runs' medians"
+            if results.runs > 1 else "")
     lines.append(
         f"{len(results.rows)} cells, up to {results.repeats} interleaved samples per runner, "
-        f"cell and regime ({regimes}; median reported), {results.threads} threads for "
+        f"cell and regime ({regimes}; median reported{runs}), {results.threads} threads for "
         f"onnxruntime, torch and numba, {results.elapsed_seconds:.0f} s in all.")
     if results.roofline_gbps:
         lines += ["", f"Read roofline: **{results.roofline_gbps:.1f} GB/s** "

@@ -125,6 +125,8 @@ class BenchResults:
     elapsed_seconds: float = 0.0
     command: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: Full runs behind the times (benchmarking.merge: medians of the runs' medians).
+    runs: int = 1
 
     @property
     def sizes(self) -> list[str]:
