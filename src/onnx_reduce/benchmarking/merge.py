@@ -5,10 +5,10 @@ a cell less than it moves a single run.
 Runs merge only when they timed the same cells with the same runners on the same revision
 and machine (the ``Load average`` line aside): anything else is a ``ValueError``. A peer
 counts as agreeing with onnx-reduce only where it did in every run; errors and ulps are the
-largest of any run; the read roofline and the exp limit are the median run's (this VM's
-memory bandwidth moves between runs: 49, 79 and 65 GB/s in three runs of one afternoon, so
-the best of them would set the bar by one quiet moment), and every derived figure (GB/s,
-roofline shares, onnxruntime's ratio) is worked out again from the merged medians.
+largest of any run; the read roofline and the exp limit are the median run's (a shared VM's
+bandwidth moves between runs, and the best of them would set the bar by one quiet moment:
+docs/benchmark-method.md, "Repeated runs"), and every derived figure (GB/s, roofline shares,
+onnxruntime's ratio) is worked out again from the merged medians.
 
 >>> from .results import BenchResults, CellResult
 >>> def run(ours, torch):
