@@ -10,7 +10,7 @@ bandwidth moves between runs, and the best of them would set the bar by one quie
 docs/benchmark-method.md, "Repeated runs"), and every derived figure (GB/s, roofline shares,
 onnxruntime's ratio) is worked out again from the merged medians.
 
->>> from .results import BenchResults, CellResult
+>>> from .results import BenchResults, CellResult, speed_figures
 >>> def run(ours, torch):
 ...     row = CellResult(op="ReduceSum", layout="inner", dtype="float32", size="1MiB",
 ...                      shape=(512, 512), axes=(1,), nbytes=2**20, kernel="fast",
@@ -25,10 +25,10 @@ onnxruntime's ratio) is worked out again from the merged medians.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from .results import BenchResults, CellResult
+from .results import BenchResults, CellResult, speed_figures
 
 
 def merge_runs(runs: Sequence[BenchResults]) -> BenchResults:
@@ -40,7 +40,7 @@ def merge_runs(runs: Sequence[BenchResults]) -> BenchResults:
     for other in runs[1:]:
         _check_same(first, other)
     roofline = _median_of(runs, "roofline_gbps")
-    rows = [_merge_cells([run.rows[i] for run in runs], first.runners, roofline)
+    rows = [_merge_cells([run.rows[i] for run in runs], roofline)
             for i in range(len(first.rows))]
     return BenchResults(
         rows=rows,
@@ -98,17 +98,14 @@ def _roofline_method(runs: Sequence[BenchResults]) -> str:
     return f"{method}; the median of {len(runs)} runs' readings, {', '.join(readings)} GB/s"
 
 
-def _merge_cells(cells: list[CellResult], runners: tuple[str, ...],
-                 roofline: float | None) -> CellResult:
+def _merge_cells(cells: list[CellResult], roofline: float | None) -> CellResult:
     """One cell from its rows in every run."""
     first = cells[0]
-    times = _medians([c.times for c in cells], runners)
-    hot = _medians([c.hot_times for c in cells], runners) if first.hot_times else {}
-    ours, ort = times.get("onnx-reduce"), times.get("onnxruntime")
-    gbps = first.nbytes / ours / 1e9 if ours else None
+    times = _per_key([c.times for c in cells], statistics.median)
+    hot = _per_key([c.hot_times for c in cells], statistics.median)
+    gbps, ort_ratio, best_pass = speed_figures(first.nbytes, times, roofline,
+                                               first.roofline_fraction_best_pass is not None)
     side = [c.roofline_fraction for c in cells if c.roofline_fraction is not None]
-    best_pass = (gbps / roofline if gbps and roofline
-                 and first.roofline_fraction_best_pass is not None else None)
     return CellResult(
         op=first.op, layout=first.layout, dtype=first.dtype, size=first.size,
         shape=first.shape, axes=first.axes, nbytes=first.nbytes, kernel=first.kernel,
@@ -116,24 +113,14 @@ def _merge_cells(cells: list[CellResult], runners: tuple[str, ...],
         samples={r: sum(c.samples.get(r, 0) for c in cells) for r in first.samples},
         calls_per_sample=first.calls_per_sample,
         status={r: _status([c.status.get(r) for c in cells]) for r in first.status},
-        error=_largest([c.error for c in cells]),
-        ort_ratio=ort / ours if ort and ours else None,
+        error=_per_key([c.error for c in cells], max),
+        ort_ratio=ort_ratio,
         gbps=gbps,
         roofline_fraction=statistics.median(side) if side else None,
         roofline_fraction_best_pass=best_pass,
         hot_times=hot,
-        ulps=_largest([c.ulps for c in cells]),
+        ulps=_per_key([c.ulps for c in cells], max),
     )
-
-
-def _medians(per_run: list[dict[str, float | None]], runners: tuple[str, ...]
-             ) -> dict[str, float | None]:
-    out: dict[str, float | None] = {}
-    for runner in runners:
-        values = [t[runner] for t in per_run if t.get(runner)]
-        if any(runner in t for t in per_run):
-            out[runner] = statistics.median(values) if values else None
-    return out
 
 
 def _status(statuses: list[str | None]) -> str:
@@ -141,7 +128,12 @@ def _status(statuses: list[str | None]) -> str:
     return next((s for s in statuses if s != "ok"), "ok") or "n/a: not run"
 
 
-def _largest(per_run: list[dict[str, float | None]]) -> dict[str, float | None]:
-    keys = dict.fromkeys(k for d in per_run for k in d)
-    return {k: max((d[k] for d in per_run if d.get(k) is not None), default=None)
-            for k in keys}
+def _per_key(per_run: list[dict[str, float | None]], pick: Callable[[list[float]], float]
+             ) -> dict[str, float | None]:
+    """Each key of any run's dict: ``pick`` of the runs' values for it (None where no run has
+    one)."""
+    out: dict[str, float | None] = {}
+    for key in dict.fromkeys(k for d in per_run for k in d):
+        values = [d[key] for d in per_run if d.get(key) is not None]
+        out[key] = pick(values) if values else None
+    return out

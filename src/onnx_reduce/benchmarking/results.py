@@ -251,6 +251,17 @@ class BenchResults:
         plt.close(fig)
 
 
+def speed_figures(nbytes: int, times: dict[str, float | None], roofline: float | None,
+                  against_roofline: bool) -> tuple[float | None, float | None, float | None]:
+    """(GB/s, onnxruntime's time over ours, GB/s over the read roofline) of a cell from its
+    median ``times``, None where a time is missing; the share only where
+    ``against_roofline`` (Sum and L2 of float32, 1 MiB and up)."""
+    ours, ort = times.get("onnx-reduce"), times.get("onnxruntime")
+    gbps = nbytes / ours / 1e9 if ours else None
+    share = gbps / roofline if gbps and roofline and against_roofline else None
+    return gbps, (ort / ours if ort and ours else None), share
+
+
 def _median(values: list[float]) -> float | None:
     if not values:
         return None

@@ -24,7 +24,7 @@ from .config import BenchConfig
 from .exact import exact_result, ulp_error
 from .exp_limit import measure_exp_limit
 from .machine import machine_description
-from .results import BenchResults, CellResult
+from .results import BenchResults, CellResult, speed_figures
 from .runners import NotAvailable, bind, prepare, set_numba_threads
 from .runners import _short as short_error
 from .timing import calibrate, same_calls_per_sample, time_interleaved
@@ -201,20 +201,19 @@ def _run_cell(
                         for runner in config.runners}
                for regime, timing in timings.items()}
     times = medians.get("memory") or medians["hot"]
-    ours, ort = times.get("onnx-reduce"), times.get("onnxruntime")
-    gbps = case.nbytes / ours / 1e9 if ours else None
-    fraction = best_pass = None
+    ours = times.get("onnx-reduce")
+    gbps, ort_ratio, best_pass = speed_figures(case.nbytes, times, roofline,
+                                               sum_l2_f32 and case.size != "latency")
+    fraction = None
     first = timings[config.regimes[0]]
     if side_by_side and ours and ROOFLINE_CALL in first:
         fraction = first[ROOFLINE_CALL].median / ours
-    if gbps is not None and roofline and sum_l2_f32 and case.size != "latency":
-        best_pass = gbps / roofline
     return CellResult(
         op=case.op, layout=case.layout, dtype=case.dtype, size=case.size, shape=case.shape,
         axes=case.axes, nbytes=case.nbytes, kernel=kernel, times=times,
         samples={r: t.samples for r, t in first.items()},
         calls_per_sample=numbers.get("onnx-reduce"),
-        status=status, error=error, ort_ratio=ort / ours if (ort and ours) else None,
+        status=status, error=error, ort_ratio=ort_ratio,
         gbps=gbps, roofline_fraction=fraction, roofline_fraction_best_pass=best_pass,
         hot_times=medians.get("hot", {}) if "memory" in medians else {}, ulps=ulps,
     )
