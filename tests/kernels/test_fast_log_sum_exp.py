@@ -333,12 +333,18 @@ def test_results_do_not_depend_on_threads(monkeypatch):
     ],
 )
 def test_slab_job_takes_large_narrow_middle_columns(shape, dtype, slabs):
-    plan = make_plan(Request(resolve("ReduceLogSumExp", 18), (1,), True, False), shape)
-    canon = lse_module.canonical(np.empty(shape, dtype), (1,))
-    job = lse_module.choose_job(canon, np.dtype(dtype), plan, contiguous=True)
-    assert (job.kernel is lse_module._slab_columns) == slabs
-    general = lse_module.choose_job(canon, np.dtype(dtype), plan)  # a strided view's choice
-    assert general.kernel is not lse_module._slab_columns
+    contiguous, view = _kernels_chosen(shape, dtype, (1,))
+    assert (contiguous is lse_module._slab_columns) == slabs
+    assert view is not lse_module._slab_columns
+
+
+def _kernels_chosen(shape, dtype, axes):
+    """The kernels choose_job takes for a C-contiguous input of ``shape`` and for a strided
+    view of that layout."""
+    plan = make_plan(Request(resolve("ReduceLogSumExp", 18), axes, True, False), shape)
+    canon = lse_module.canonical(np.empty(shape, dtype), axes)
+    contiguous = lse_module.choose_job(canon, np.dtype(dtype), plan, contiguous=True)
+    return contiguous.kernel, lse_module.choose_job(canon, np.dtype(dtype), plan).kernel
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -719,6 +725,61 @@ def _outputs_apart(shape, axes, dtype):
     flat = rows.reshape(moved.shape)
     return np.ascontiguousarray(np.moveaxis(flat, range(len(kept), len(shape)), axes)).astype(
         dtype)
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "slab_rows"),
+    [
+        ((256, 256, 256), np.float32, True),  # 64 MiB, rows of 1 KiB 256 KiB apart
+        ((16, 4096, 128), np.float16, True),  # every limit: 16 MiB, 16 slabs, 256 B, 4096
+        ((256, 256, 256), np.float64, False),  # float64: exact maxima first
+        ((128, 128, 128), np.float32, False),  # 8 MiB: the walk per output is faster in cache
+        ((64, 4096, 32), np.float32, False),  # rows of 128 bytes
+        ((16, 8192, 64), np.float32, False),  # too many outputs
+        ((8, 256, 4096), np.float32, False),  # fewer slabs than pieces
+    ],
+)
+def test_slab_rows_job_takes_large_split_reductions(shape, dtype, slab_rows):
+    contiguous, view = _kernels_chosen(shape, dtype, (0, 2))
+    assert (contiguous is lse_module._slab_rows) == slab_rows
+    assert view is not lse_module._slab_rows
+
+
+@pytest.mark.parametrize("dtype", NARROW, ids=str)
+def test_slab_rows_match_mpmath_on_any_thread_count(dtype, monkeypatch):
+    """A split reduction read slab by slab (limits lowered: a small input qualifies): every
+    output within the contract of mpmath's, the outputs a guess does not serve (a NaN, +inf,
+    all -inf, an element above every guess late in output 0) read again, the least finite
+    |result| returned, the same bits on one thread."""
+    import numba
+
+    monkeypatch.setattr(lse_module, "SLAB_ROWS_INPUT_BYTES", 0)
+    lse_module._JOBS.clear()
+    shape = (19, 14, 260)  # uneven pieces of the slabs; more than PARALLEL_MIN elements
+    x = _outputs_apart(shape, (0, 2), dtype)
+    plan = make_plan(Request(resolve("ReduceLogSumExp", 18), (0, 2), True, False), shape)
+    job = lse_module.choose_job(lse_module.canonical(x, (0, 2)), x.dtype, plan,
+                                contiguous=True)
+    assert job.kernel is lse_module._slab_rows
+    base = lse_module.storage_view(x).reshape(-1)
+    bits = base.view(lse_module._BITS.get(x.dtype, base.dtype))
+    before = numba.get_num_threads()
+    results = []
+    try:
+        for threads in (1, before):
+            numba.set_num_threads(threads)
+            out = np.empty(job.outputs, lse_module.storage_dtype(x.dtype))
+            least = job.kernel(base, bits, *job.args, out)
+            results.append(out)
+    finally:
+        numba.set_num_threads(before)
+    np.testing.assert_array_equal(results[0], results[1])
+    got = results[1].view(x.dtype).astype(np.float64)
+    assert np.isnan(got[1])
+    assert got[2] == np.inf == -got[3]
+    assert least == pytest.approx(np.abs(got[~np.isnan(got)]).min(), rel=2.0**-8)
+    assert_close(x, (0, 2), fast_lse(x, (0, 2)))
+    lse_module._JOBS.clear()
 
 
 @pytest.mark.parametrize(

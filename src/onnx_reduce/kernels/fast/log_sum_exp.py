@@ -22,8 +22,10 @@ shift (the maximum of its first ``PROBE`` elements, :func:`_guess_range`: one ve
 float32 ulp); otherwise in chunks of ``CHUNK`` elements (the maximum of a chunk, then its terms
 from cache, rescaling the sums when the maximum grows), with exact maxima and tie counts.
 Short runs (reduced axes that are not adjacent) go in groups, one loop nest per block of
-elements. Few outputs are cut in pieces that threads share, combined in a fixed order, so
-results do not depend on the thread count.
+elements; large C-contiguous narrow-float inputs with such runs (a split reduction) are read
+slab by slab instead, every output's row of a slab in turn, each piece of slabs with its own
+guessed shifts (:func:`_slab_rows`). Few outputs are cut in pieces that threads share,
+combined in a fixed order, so results do not depend on the thread count.
 
 Columns (the innermost dim is kept: outer, middle): a work item owns ``COLUMN_BYTES`` of
 adjacent outputs (fewer when that leaves a thread idle) and walks the reduced rows four at a
@@ -130,6 +132,17 @@ SMALL_COLUMNS_MAX_WIDTH = 128
 #: the slabs out across threads in pieces of at most this many bytes, each piece by
 #: :func:`_small_columns` (both of its passes read the piece from L2): :func:`_slab_job`.
 SLAB_PIECE_BYTES = 256 << 10
+#: C-contiguous narrow-float inputs of at least SLAB_ROWS_INPUT_BYTES whose memory-order dims
+#: are (reduced, kept, reduced), a split reduction, are read slab by slab (:func:`_slab_rows`)
+#: in SLAB_ROWS_PIECES ranges of their leading dim (it has at least that many slabs), when
+#: each output's rows of a slab hold at least SLAB_ROW_MIN_BYTES and there are at most
+#: SLAB_ROWS_MAX_OUTPUTS outputs (each piece's sums of them stay in cache): rows far apart,
+#: read output by output, leave the memory idle between them; in cache, the walk per output
+#: is faster (docs/kernel-design.md, "Split reductions slab by slab").
+SLAB_ROWS_INPUT_BYTES = 16 << 20
+SLAB_ROWS_PIECES = 16
+SLAB_ROW_MIN_BYTES = 256
+SLAB_ROWS_MAX_OUTPUTS = 4096
 #: Least elements in one piece of a split reduction; at most this many pieces per output set.
 MIN_PIECE = 1 << 15
 TARGET_TASKS = 16
@@ -282,9 +295,10 @@ def choose_job(canon: Canonical, dtype: np.dtype, plan: ReductionPlan, small: bo
             return Job(_small_rows, (geo,), outputs, False)
         if sizes[-1] <= SMALL_COLUMNS_MAX_WIDTH:  # a narrow kept innermost run
             return Job(_small_columns, (geo,), outputs, False)
-    slabs = _slab_job(kept, dtype, plan) if contiguous and parallel else None
-    if slabs is not None:
-        return slabs
+    if contiguous and parallel:
+        slabs = _slab_job(kept, dtype, plan) or _slab_rows_job(dtype, plan)
+        if slabs is not None:
+            return slabs
     n = _adjacent_rows(canon)
     if parallel and n and n * dtype.itemsize <= SHORT_ROW_BYTES:
         return Job(_short_rows, (canon.offset, n), outputs, True)
@@ -337,6 +351,30 @@ def _slab_job(kept: tuple[int, ...], dtype: np.dtype, plan: ReductionPlan) -> Jo
         return None
     nbytes = math.prod(plan.shape) * dtype.itemsize
     return Job(_slab_columns, (_slab_pieces(geo, nbytes),), math.prod(kept), True)
+
+
+def _slab_rows_job(dtype: np.dtype, plan: ReductionPlan) -> Job | None:
+    """:func:`_slab_rows` for a C-contiguous narrow-float input whose memory-order dims are
+    (reduced, kept, reduced), within the SLAB_ROW(S)_* limits; None otherwise.
+
+    >>> from onnx_reduce.plan import make_plan
+    >>> from onnx_reduce.spec import Request, resolve
+    >>> plan = make_plan(Request(resolve("ReduceLogSumExp", 18), (0, 2), True, False),
+    ...                  (256, 256, 256))
+    >>> _slab_rows_job(np.dtype(np.float32), plan).args
+    (256, 256, 16)
+    """
+    if dtype == np.float64:
+        return None
+    sizes, reduced, _ = merged_dims(memory_order_geometry(plan.shape, plan.axes))
+    if reduced.tolist() != [1, 0, 1]:
+        return None
+    slabs, outputs, n = (int(size) for size in sizes)
+    if (slabs * outputs * n * dtype.itemsize < SLAB_ROWS_INPUT_BYTES
+            or slabs < SLAB_ROWS_PIECES or outputs > SLAB_ROWS_MAX_OUTPUTS
+            or n * dtype.itemsize < SLAB_ROW_MIN_BYTES):
+        return None
+    return Job(_slab_rows, (slabs, n, SLAB_ROWS_PIECES), outputs, True)
 
 
 def _adjacent_rows(canon: Canonical) -> int:
@@ -823,6 +861,13 @@ def _row_narrow(base, bits, offset, ks, kst, rs, rst, n, step, block, t):
     r = _row_guess(base, bits, off, rs, rst, n, step, total, block)
     if not math.isnan(r):
         return r
+    return _row_exact(base, bits, off, rs, rst, n, step, total, block)
+
+
+@njit(cache=True)
+def _row_exact(base, bits, off, rs, rst, n, step, total, block):
+    """The output at ``off`` read once with exact maxima and ties (:func:`_row_online`): where
+    a guessed shift did not serve."""
     m, mag, hi, lo, ties = _row_online(base, bits, off, rs, rst, n, step, 0, total, block)
     if _is_nan(bits, mag):
         return np.nan
@@ -1029,24 +1074,32 @@ def _merge_guesses(base, guesses, sums, pieces, out):
     a guess failed or a result is under GUARD."""
     least = np.inf
     for t in range(out.size):
-        first = t * pieces
-        m = -np.inf
-        for task in range(first, first + pieces):
-            g = guesses[task]  # finite, or NaN for a failed guess
-            if math.isnan(g):
-                return np.nan
-            if g > m:
-                m = g
-        hi = 0.0
-        lo = 0.0
-        for task in range(first, first + pieces):
-            hi, lo = neumaier(hi, lo, sums[task] * math.exp(guesses[task] - m))
-        r = _finish(base, m, hi, lo, 0.0)
-        if not abs(r) >= GUARD:
+        r = _merged_guess(base, guesses, sums, t * pieces, pieces)
+        if math.isnan(r):
             return np.nan
         least = min(least, abs(r))
         store(out, t, r)
     return least
+
+
+@njit(cache=True, inline="always")
+def _merged_guess(base, guesses, sums, first, pieces):
+    """One output's result from its ``pieces`` guessed partial sums from ``first`` on, rescaled
+    to the largest shift and added in order; NaN when a guess failed (NaN) or the result is
+    under GUARD."""
+    m = -np.inf
+    for task in range(first, first + pieces):
+        g = guesses[task]  # finite, or NaN for a failed guess
+        if math.isnan(g):
+            return np.nan
+        if g > m:
+            m = g
+    hi = 0.0
+    lo = 0.0
+    for task in range(first, first + pieces):
+        hi, lo = neumaier(hi, lo, sums[task] * math.exp(guesses[task] - m))
+    r = _finish(base, m, hi, lo, 0.0)
+    return r if abs(r) >= GUARD else np.nan
 
 
 @njit(cache=True)
@@ -1111,6 +1164,78 @@ def _rows_online_split(base, bits, offset, geo, block, pieces, out):
         los[task] = lo
         ties[task] = k
     return _merge_online(base, bits, peaks, tops, his, los, ties, pieces, out)
+
+
+@njit(cache=True, parallel=True)
+def _slab_rows(base, bits, slabs, n, pieces, out):
+    """Narrow floats, a C-contiguous (slabs, outputs, n) input reduced over its first and last
+    dims: ``pieces`` ranges of slabs, shared out across threads, each read once in memory
+    order (:func:`_slab_piece`); each output's pieces rescaled to the largest shift and added
+    in order (:func:`_merged_guess`); outputs a guess did not serve read again with exact
+    maxima (:func:`_row_exact`). The pieces depend on the shape alone: so do the results."""
+    outputs = out.size
+    guesses = np.empty(outputs * pieces)  # output t's piece p at t * pieces + p
+    sums = np.empty(outputs * pieces)
+    for p in prange(pieces):
+        q = np.int64(p)  # prange indices may be unsigned
+        _slab_piece(base, bits, slabs * q // pieces, slabs * (q + 1) // pieces, n, q, pieces,
+                    guesses, sums)
+    least = np.inf
+    redo = np.zeros(outputs, np.bool_)
+    for t in range(outputs):
+        r = _merged_guess(base, guesses, sums, t * pieces, pieces)
+        if math.isnan(r):
+            redo[t] = True
+        else:
+            least = min(least, abs(r))
+            store(out, t, r)
+    if not redo.any():
+        return least
+    rs = np.array([slabs], np.int64)
+    rst = np.array([outputs * n], np.int64)
+    for i in prange(outputs):
+        t = np.int64(i)
+        if redo[t]:
+            r = _row_exact(base, bits, t * n, rs, rst, n, 1, slabs * n, LONG_BLOCK)
+            store(out, t, r)
+            least = min(least, abs(r) if r == r else np.inf)
+    return least
+
+
+_guess_contiguous = _GUESSES.contiguous
+
+
+@njit(cache=True)
+def _slab_piece(base, bits, first, last, n, p, pieces, guesses, sums):
+    """Slabs ``first..last`` of :func:`_slab_rows`, in memory order: each output's shift
+    guessed from the first PROBE elements of its row in slab ``first``, then every row's
+    terms added to its output's compensated sum (LONG_BLOCK elements at a time); written to
+    the outputs' piece ``p``, the guess NaN where it does not serve (:func:`_guess_range`'s
+    rule)."""
+    outputs = guesses.size // pieces
+    pitch = outputs * n  # elements per slab
+    his = np.zeros(outputs)
+    los = np.zeros(outputs)
+    for t in range(outputs):
+        key, mag = _max_contiguous(bits, first * pitch + t * n, min(n, PROBE), 0.0)
+        m = _from_key(bits, key, mag)
+        guesses[t * pieces + p] = m if abs(m) < np.inf else np.nan
+    for s in range(first, last):
+        for t in range(outputs):
+            m = guesses[t * pieces + p]
+            if math.isnan(m):
+                continue
+            start = s * pitch + t * n
+            state = (his[t], los[t])
+            for a in range(0, n, LONG_BLOCK):
+                part = _guess_contiguous(base, start + a, min(LONG_BLOCK, n - a), m)
+                if _over_cap(part):
+                    guesses[t * pieces + p] = np.nan
+                    break
+                state = _fold_sum(state, part)
+            his[t], los[t] = state
+    for t in range(outputs):
+        sums[t * pieces + p] = his[t] + los[t]
 
 
 # ----------------------------------------------------------------------------- columns
