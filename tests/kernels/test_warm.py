@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -69,6 +70,26 @@ def test_groups_that_share_kernels_are_warmed_together() -> None:
     assert _group("ReduceLogSumExp", "float") != _group("ReduceSum", "float")
     assert _group("ReduceSum", "int32") != _group("ReduceSum", "int64")
     assert _group("ReduceSum", "float16") != _group("ReduceSum", "bfloat16")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_the_large_layouts_take_every_threaded_log_sum_exp_kernel(dtype) -> None:
+    """What the large layouts compile is what large inputs run: every threaded kernel of
+    ReduceLogSumExp's choice for the dtype (float64 reads exact maxima first: no slab rows)."""
+    from onnx_reduce.kernels.fast import log_sum_exp as lse
+    from onnx_reduce.plan import make_plan
+    from onnx_reduce.spec import Request, resolve
+
+    chosen = set()
+    for shape, axes in LAYOUTS["large"]:
+        plan = make_plan(Request(resolve("ReduceLogSumExp", 18), axes, True, False), shape)
+        canon = lse.canonical(np.empty(shape, dtype), axes)
+        chosen.add(lse.choose_job(canon, np.dtype(dtype), plan, contiguous=True).kernel)
+    expected = {lse._rows_parallel, lse._columns_parallel, lse._short_rows, lse._slab_columns,
+                lse._rows_split if dtype == "float64" else lse._rows_online_split}
+    if dtype != "float64":
+        expected.add(lse._slab_rows)
+    assert expected <= chosen
 
 
 def test_warm_up_in_processes_makes_the_same_calls() -> None:

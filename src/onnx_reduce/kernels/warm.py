@@ -23,13 +23,14 @@ from ..spec.dtypes import dtype_named
 
 #: (shape, axes) that take each kernel: small rows, columns, non-adjacent axes, wide columns
 #: (one thread); large rows, columns, three-stream rows, few outputs in pieces, many short
-#: rows, slabs of narrow columns (all threads).
+#: rows, slabs of narrow columns, split reductions slab by slab (all threads; 8M elements:
+#: 16 MiB of float16).
 LAYOUTS = {
     "small": [((8, 128), (1,)), ((128, 8), (0,)), ((8, 8, 16), (0, 2)), ((16, 512), (0,)),
               ((4, 64), None)],
     "large": [((1024, 1024), (1,)), ((1024, 1024), (0,)), ((16, 256, 256), (0, 2)),
               ((4, 1 << 18), (1,)), ((1 << 18, 4), (0,)), ((2, 70_000), (1,)),
-              ((1 << 15, 4), (1,)), ((1024, 8, 16), (1,))],
+              ((1 << 15, 4), (1,)), ((1024, 8, 16), (1,)), ((16, 64, 8192), (0, 2))],
 }
 
 
