@@ -473,11 +473,13 @@ def test_short_rows_finished_together(dtype, threaded, monkeypatch):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_adjacent_short_rows_give_the_row_kernels_bits(dtype, monkeypatch):
-    """Adjacent short rows (``_short_rows``, no walk) give the general row kernel's bits:
-    rows of 2, 3 and 16 and of SHORT_ROW_BYTES, specials among them, merged trailing axes."""
+    """Adjacent short rows (``_short_rows``, no walk; rows of up to TINY_ROW elements its
+    variants across the outputs, ``_TINY_ROWS``) give the general row kernel's bits: rows of 2
+    to 9, 16 and SHORT_ROW_BYTES, specials among them, merged trailing axes."""
     widest = lse_module.SHORT_ROW_BYTES // np.dtype(dtype).itemsize
-    for shape, axes in (((40_000, 2), (1,)), ((30_000, 3), (1,)), ((5_000, 16), (1,)),
-                        ((600, widest), (1,)), ((5_000, 4, 4), (1, 2))):
+    tiny = [((80_000 // n + n, n), (1,)) for n in range(2, lse_module.TINY_ROW + 2)]
+    for shape, axes in (*tiny, ((5_000, 16), (1,)), ((600, widest), (1,)),
+                        ((5_000, 4, 4), (1, 2)), ((9_000, 2, 4), (1, 2))):
         x = sample(shape, np.dtype(dtype), seed=43, scale=4.0)
         x.reshape(-1)[::997] = np.nan
         x.reshape(-1)[5::1009] = np.inf
@@ -485,7 +487,8 @@ def test_adjacent_short_rows_give_the_row_kernels_bits(dtype, monkeypatch):
         lse_module._JOBS.clear()
         plan = make_plan(Request(resolve("ReduceLogSumExp", 18), axes, True, False), x.shape)
         job = lse_module.choose_job(lse_module.canonical(x, axes), x.dtype, plan)
-        assert job.kernel is lse_module._short_rows
+        n = int(np.prod(x.shape[1:]))
+        assert job.kernel is lse_module._TINY_ROWS.get(n, lse_module._short_rows), shape
         got = fast_lse(x, axes)
         monkeypatch.setattr(lse_module, "_adjacent_rows", lambda canon: 0)
         lse_module._JOBS.clear()

@@ -1097,6 +1097,40 @@ def test_float32_short_rows_eight_at_a_time() -> None:
         np.testing.assert_array_equal(got, oracle.expected("ReduceLogSum", positive, (1,)))
 
 
+def _assert_four_rows_bits(x: np.ndarray, a: int, stride: int, n: int, count: int) -> None:
+    """:func:`_lanes.tiny_sums` of ``count`` rows of ``n`` from ``x[a]``, ``stride`` apart, gives
+    :func:`_lanes.four_rows`' double-doubles bit for bit, sums and sums of squares."""
+    for square in (False, True):
+        hi, lo = np.empty(count), np.empty(count)
+        _lanes.tiny_sums(x, a, stride, n, square, count, hi, lo)
+        want = [_lanes.four_rows(x, a + i * stride, a, a, a, n, square)[:2] for i in range(count)]
+        got = np.stack([hi, lo], axis=1)
+        assert got.tobytes() == np.array(want).reshape(-1, 2).tobytes(), (n, stride, a, square)
+
+
+def test_short_rows_read_from_memory_give_the_same_results() -> None:
+    """Arrays large enough to be read from memory have their short rows prefetched ahead
+    (:func:`_lanes.rows_ahead`, :func:`_lanes.prefetch_rows`; a loop of its own, the cached
+    one unchanged): the same bits as :func:`_lanes.four_rows` for float64 rows, adjacent and
+    apart, up to the array's last row (prefetches past its end), and float32 sums eight rows
+    at a time (:func:`_lanes.eight_wide_rows`) rounded once from the exact sum."""
+    big = np.random.default_rng(80).standard_normal(1 << 20)  # 8 MiB: read from memory
+    big.flags.writeable = False
+    assert _lanes.rows_ahead(big, 64) > 0
+    assert _lanes.rows_ahead(big[:1000], 64) == 0
+    for n, stride in ((5, 5), (16, 16), (64, 64), (64, 70), (_lanes.TINY, _lanes.TINY)):
+        count = 8 * 40 + 3
+        for a in (0, big.size - count * stride):  # the first rows, the last ones
+            _assert_four_rows_bits(big, a, stride, n, count)
+    wide = make((1 << 21,), np.dtype(np.float32), 81)  # 8 MiB of float32
+    for n in (3, 8, sum_l2.WIDE_TINY):
+        m = wide.size // n
+        rows = wide[:m * n].reshape(m, n)
+        got = run("sum", rows, [1]).ravel()
+        sample = np.r_[0:40, m // 2:m // 2 + 40, m - 40:m]
+        assert_close(got[sample], expected(rows[sample], (1,), "sum").ravel())
+
+
 def _tiny_rows_cases():
     """Rows of 1 to TINY float64 elements, some rows apart, some adjacent: random magnitudes,
     rows that cancel, constant rows of mixed signs, and rows with inf, NaN, zeros of both
@@ -1128,13 +1162,7 @@ def test_tiny_rows_give_the_lanes_bits() -> None:
     own and, rows of at most SHORT or many rows, ahead of the small kernels (and the last ``n
     % 4`` outputs of a block by ``run_sum``)."""
     for x, n, stride, count, a in _tiny_rows_cases():
-        for square in (False, True):
-            hi, lo = np.empty(count), np.empty(count)
-            _lanes.tiny_sums(x, a, stride, n, square, count, hi, lo)
-            want = [_lanes.four_rows(x, a + i * stride, a, a, a, n, square)[:2]
-                    for i in range(count)]
-            got = np.stack([hi, lo], axis=1)
-            assert got.tobytes() == np.array(want).reshape(-1, 2).tobytes(), (x, n, square)
+        _assert_four_rows_bits(x, a, stride, n, count)
     lead = sum_l2.SMALL_TINY_OUTPUTS
     for m, n in ((3, 3), (4001, 3), (4 * sum_l2.PARALLEL_MIN + 3, 3), (lead - 1, 16),
                  (lead, 16), (lead, _lanes.TINY), (lead, _lanes.TINY + 1), (9001, 33)):

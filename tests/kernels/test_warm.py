@@ -85,7 +85,8 @@ def test_the_large_layouts_take_every_threaded_log_sum_exp_kernel(dtype) -> None
         plan = make_plan(Request(resolve("ReduceLogSumExp", 18), axes, True, False), shape)
         canon = lse.canonical(np.empty(shape, dtype), axes)
         chosen.add(lse.choose_job(canon, np.dtype(dtype), plan, contiguous=True).kernel)
-    expected = {lse._rows_parallel, lse._columns_parallel, lse._short_rows, lse._slab_columns,
+    expected = {lse._rows_parallel, lse._columns_parallel, lse._short_rows, lse._TINY_ROWS[4],
+                lse._slab_columns,
                 lse._rows_split if dtype == "float64" else lse._rows_online_split}
     if dtype != "float64":
         expected.add(lse._slab_rows)

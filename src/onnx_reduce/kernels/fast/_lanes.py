@@ -44,6 +44,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ._common import flat_offset, prefetch, two_sum, wide_vectors_for
+from .traversal import specialise
 
 #: Kahan accumulators per run: two vectors of float64 (four runs: eight chains in flight).
 LANES = 16
@@ -65,6 +66,11 @@ _AHEAD = np.uint64(512)
 #: Arrays of this many elements (8 MiB) or more are read from memory and prefetched; smaller
 #: ones are in cache, where the prefetches only cost instructions.
 _FAR = 1 << 20
+#: How far ahead of the short rows being added :func:`prefetch_rows` reads (whole groups of
+#: eight rows).
+GROUP_AHEAD_BYTES = 8192
+#: Whether :func:`_eights_loop` prefetches; each compiled variant binds its own (specialise).
+PREFETCH_ROWS = False
 _ONE = np.uint64(1)
 _TWO = np.uint64(2)
 _THREE = np.uint64(3)
@@ -473,30 +479,80 @@ def _tiny_rows_loop(base, a, stride, n, square, count, hi, lo):
         hi[i], lo[i] = two_sum(h, e)
 
 
-@njit(cache=True, nogil=True)
-def _eights(base, a, stride, n, square, count, hi, lo):
-    """:func:`tiny_sums`'s lanes of rows of ``SHORT < n <= TINY`` elements: eight rows at a
-    time (:func:`_eight_rows`), the last ``count % 8`` by :func:`four_rows`."""
+def _eights_loop(base, a, stride, n, square, count, hi, lo, ahead):  # pragma: no cover
+    """:func:`_eights`' loops, compiled twice (``_eights_streamed``, ``_eights_cached``): with
+    the prefetches of the rows ``ahead`` when PREFETCH_ROWS, without them (in cache, where even
+    their test cost 5-25%)."""
     wide_vectors_for(base)
     full = count - count % 8
     if n <= 8:  # (a literal count of vectors each)
         for g in range(0, full, 8):
+            if PREFETCH_ROWS:
+                prefetch_rows(base, a + (g + ahead) * stride, stride, n, ahead)
             _eight_rows(base, a + g * stride, stride, n, square, 1, hi, lo, g)
     elif n <= 16:
         for g in range(0, full, 8):
+            if PREFETCH_ROWS:
+                prefetch_rows(base, a + (g + ahead) * stride, stride, n, ahead)
             _eight_rows(base, a + g * stride, stride, n, square, 2, hi, lo, g)
     elif n <= 32:
         for g in range(0, full, 8):
+            if PREFETCH_ROWS:
+                prefetch_rows(base, a + (g + ahead) * stride, stride, n, ahead)
             _eight_rows(base, a + g * stride, stride, n, square, 4, hi, lo, g)
     elif n <= 64:
         for g in range(0, full, 8):
+            if PREFETCH_ROWS:
+                prefetch_rows(base, a + (g + ahead) * stride, stride, n, ahead)
             _eight_rows(base, a + g * stride, stride, n, square, 8, hi, lo, g)
     else:
         for g in range(0, full, 8):
+            if PREFETCH_ROWS:
+                prefetch_rows(base, a + (g + ahead) * stride, stride, n, ahead)
             _eight_rows(base, a + g * stride, stride, n, square, 16, hi, lo, g)
     for g in range(full, count):
         r = a + g * stride
         hi[g], lo[g] = four_rows(base, r, r, r, r, n, square)[:2]
+
+
+@njit(cache=True, nogil=True)
+def _eights(base, a, stride, n, square, count, hi, lo):
+    """:func:`tiny_sums`'s lanes of rows of ``SHORT < n <= TINY`` elements: eight rows at a
+    time (:func:`_eight_rows`), the last ``count % 8`` by :func:`four_rows`; an array read from
+    memory has its rows GROUP_AHEAD_BYTES on prefetched meanwhile (:func:`prefetch_rows`)."""
+    ahead = rows_ahead(base, stride)
+    if ahead:
+        _eights_streamed(base, a, stride, n, square, count, hi, lo, ahead)
+    else:
+        _eights_cached(base, a, stride, n, square, count, hi, lo, ahead)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def rows_ahead(base, stride):
+    """How many rows ``stride`` elements apart ahead of the eight being added
+    :func:`prefetch_rows` takes, whole groups of eight about GROUP_AHEAD_BYTES on; 0 for an
+    array of under ``_FAR`` float64's bytes, which is in cache (prefetches only cost there)."""
+    if base.size * base.itemsize < 8 * _FAR:
+        return 0
+    return 8 * max(1, GROUP_AHEAD_BYTES // (8 * stride * base.itemsize))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def prefetch_rows(base, at, stride, n, ahead):
+    """The cache lines of eight rows of ``n`` elements ``stride`` apart from ``base[at]``, when
+    ``ahead`` (:func:`rows_ahead`): each group of eight short rows is a new stretch of memory
+    (eight float64 rows of 64: a 4 KiB page), whose start the hardware prefetcher does not see
+    coming."""
+    if ahead == 0:
+        return
+    line = 64 // base.itemsize
+    if stride == n:  # one contiguous stretch
+        for i in range(at, at + 8 * n, line):
+            prefetch(base, i)
+        return
+    for r in range(8):
+        for i in range(at + r * stride, at + r * stride + n, line):
+            prefetch(base, i)
 
 
 @njit(cache=True, nogil=True)
@@ -643,3 +699,9 @@ def one_output(base, o, rsz, rst, square):
     if math.isfinite(hi):
         return hi, lo
     return _plain_output(base, o, rsz, rst, rows, square), 0.0
+
+
+# _eights' two loops, compiled once the functions they call are defined (specialise copies the
+# module's names as they are then)
+_eights_streamed = specialise(_eights_loop, "streamed", {"nogil": True}, PREFETCH_ROWS=True)
+_eights_cached = specialise(_eights_loop, "cached", {"nogil": True}, PREFETCH_ROWS=False)

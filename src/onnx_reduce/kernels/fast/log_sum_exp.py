@@ -15,7 +15,8 @@ Layouts come from :func:`._common.canonical` (no copy, any strides, never a whol
 Rows (the innermost dim is reduced: inner, all, non-adjacent axes): float64, and narrower floats
 reducing at most ``SHORT_ROW_BYTES`` per output, find each output's maximum, then add its terms,
 and finish a run of outputs together (adjacent short rows of a C-contiguous input without any
-walk: :func:`_short_rows`). Longer narrow rows are read once: first with a guessed
+walk: :func:`_short_rows`; rows of 2 to ``TINY_ROW`` in one loop across the outputs,
+:func:`_tiny_row_sums`). Longer narrow rows are read once: first with a guessed
 shift (the maximum of its first ``PROBE`` elements, :func:`_guess_range`: one vectorized loop of
 ``exp(x - m)`` with no compare or tie count), kept when no element exceeds it by more than
 ``MARGIN`` and the result is at least ``GUARD`` in magnitude (then the error is far below half a
@@ -95,7 +96,7 @@ from ._exp import (
     half_to_float64,
     log1p_from,
 )
-from .traversal import add, column_walk, row_walks, zero
+from .traversal import add, column_walk, row_walks, specialise, zero
 
 if TYPE_CHECKING:
     from ..dispatch import Bound
@@ -125,6 +126,11 @@ PARALLEL_MIN = 1 << 16
 #: Narrow floats' outputs of at most this many input bytes are read twice, as float64's: the
 #: maximum, then the terms from cache (longer ones once, with a guessed shift).
 SHORT_ROW_BYTES = 1024
+#: ... those of 2 to this many elements, adjacent, in one loop across the outputs
+#: (:func:`_tiny_row_sums`).
+TINY_ROW = 8
+#: :func:`_short_rows`' tiny row length, bound in each of its variants (``_TINY_ROWS``); 0: any.
+ROW_LENGTH = 0
 #: Small arrays with a kept innermost run at most this wide take :func:`_small_columns`; wider
 #: runs the general column kernel (its four-rows-at-a-time loops win there).
 SMALL_COLUMNS_MAX_WIDTH = 128
@@ -301,7 +307,7 @@ def choose_job(canon: Canonical, dtype: np.dtype, plan: ReductionPlan, small: bo
             return slabs
     n = _adjacent_rows(canon)
     if parallel and n and n * dtype.itemsize <= SHORT_ROW_BYTES:
-        return Job(_short_rows, (canon.offset, n), outputs, True)
+        return Job(_TINY_ROWS.get(n, _short_rows), (canon.offset, n), outputs, True)
     red, red_st = canon.red_sizes, canon.red_strides
     step = red_st[-1] if red[-1] > 1 else 1
     if canon.inner_reduced or (step and _narrow_columns(kept, dtype.itemsize, plan)):
@@ -944,24 +950,76 @@ def _short_rows(base, bits, offset, n, out):
     each: runs of outputs shared out as by :func:`_rows_parallel`, each output's exact maximum,
     then its terms (the row still in cache), read in place with no walk, each run finished
     together (:func:`_finish_all`). The arithmetic and the bits of :func:`_rows_two_pass`,
-    without its per-output setup (offsets, geometry, prefetch): 2-3x on rows of 3-16."""
+    without its per-output setup (offsets, geometry, prefetch): 2-3x on rows of 3-16. Compiled
+    again for each row length ``n`` from 2 to TINY_ROW with ROW_LENGTH = ``n`` (``_TINY_ROWS``):
+    the rows then in one loop across the outputs (:func:`_tiny_row_sums`)."""
     chunks = min(out.size, CHUNKS_PER_THREAD * threads_now())
     least = np.inf
     for c in prange(chunks):
         i = np.int64(c)  # prange indices may be unsigned
         a, b = out.size * i // chunks, out.size * (i + 1) // chunks
         sums = np.empty((5, b - a))  # peaks, his, los, ties, results: one allocation
-        for t in range(a, b):
-            start = offset + t * n
-            key, mag = _max_contiguous(bits, start, n, 0.0)
-            m = _from_key(bits, key, mag)
-            hi, lo, ties = _no_terms()  # NaN or infinite m: finished as m itself
-            if abs(m) < np.inf:
-                hi, lo, ties = _fold_terms(_no_terms(), _terms_contiguous(base, start, n, m))
-            sums[0, t - a], sums[1, t - a], sums[2, t - a], sums[3, t - a] = m, hi, lo, ties
+        if ROW_LENGTH:  # a constant of the compiled variant
+            _tiny_row_sums(base, bits, offset + a * ROW_LENGTH, ROW_LENGTH, sums[0], sums[1],
+                           sums[2], sums[3])
+        else:
+            _short_row_sums(base, bits, offset, n, a, sums)
         _finish_all(base, sums[0], sums[1], sums[2], sums[3], sums[4])
         least = min(least, _store_all(out, a, sums[4]))
     return least
+
+
+@njit(cache=True, inline="always")
+def _short_row_sums(base, bits, offset, n, a, sums):
+    """``sums[:4]`` = the maxima, terms and ties of :func:`_short_rows`' outputs from ``a`` on,
+    one row at a time."""
+    for j in range(sums.shape[1]):
+        start = offset + (a + j) * n
+        key, mag = _max_contiguous(bits, start, n, 0.0)
+        m = _from_key(bits, key, mag)
+        hi, lo, ties = _no_terms()  # NaN or infinite m: finished as m itself
+        if abs(m) < np.inf:
+            hi, lo, ties = _fold_terms(_no_terms(), _terms_contiguous(base, start, n, m))
+        sums[0, j], sums[1, j], sums[2, j], sums[3, j] = m, hi, lo, ties
+
+
+@njit(cache=True, inline="always")
+def _tiny_row_sums(base, bits, start, n, peaks, his, los, ties):
+    """Outputs ``j`` of :func:`_short_rows` each reducing the ``n`` (a constant: at most
+    TINY_ROW) elements from ``start + j n``: ``peaks`` their maxima, ``his``/``los``/``ties``
+    their terms and ties as :func:`_add_terms` gives them, folded as :func:`_fold_terms` folds
+    them into nothing; in one loop that vectorizes across the outputs (a loop per row of 2-8
+    elements runs scalar, 3-5x slower). Branch-free: NaN or infinite maxima get terms that
+    :func:`_finish` does not use."""
+    wide_vectors()
+    first = np.uint64(start)  # unsigned indices: no negative-index tests, the loads vectorize
+    length = np.uint64(n)
+    for j in range(np.uint64(peaks.size)):
+        at = first + j * length
+        key = _KEY_FLOOR
+        mag = 0
+        for i in range(length):
+            key = max(key, _key(bits, at + i))
+            mag = max(mag, _magnitude(bits, at + i))
+        m = _from_key(bits, key, mag)
+        tail = 0.0
+        rest = 0.0
+        tie = 0.0
+        for i in range(length):
+            if is_float64(base):
+                x = base[at + i]
+                big, small = _term_parts(x, m)
+                tail += big if x < m else 0.0
+                rest += small if x < m else 0.0
+            else:
+                x = _wide(base[at + i])
+                e = _term(base, x - m)
+                tail += e if x < m else 0.0
+            tie += 1.0 if x == m else 0.0
+        peaks[j] = m
+        his[j] = tail
+        los[j] = rest
+        ties[j] = tie
 
 
 @njit(cache=True)
@@ -1759,3 +1817,9 @@ def _slabs(pieces):
 
 #: The kernels that view their input's bits themselves (bound calls pass no bits).
 _VIEW_BITS = (_small_rows, _small_columns)
+
+
+# _short_rows for each tiny row length, compiled on first use (specialise copies the module's
+# names as they are here, at its end)
+_TINY_ROWS = {n: specialise(_short_rows.py_func, f"of_{n}", {"parallel": True}, ROW_LENGTH=n)
+              for n in range(2, TINY_ROW + 1)}

@@ -96,6 +96,8 @@ from ._lanes import (
     four_outputs,
     four_rows,
     one_output,
+    prefetch_rows,
+    rows_ahead,
     run_sum,
     tiny_sums,
 )
@@ -1032,11 +1034,14 @@ def _eight_wide_outputs(base, stride, n, out, w0, w1):
     """float32 sums, outputs ``[w0, w1)``, each one contiguous row of ``n <= WIDE_TINY``
     elements ``stride`` apart: eight rows at a time side by side
     (:func:`._lanes.eight_wide_rows`; one row at a time costs a fold of its lanes per row),
-    the last ``(w1 - w0) % 8`` one by one as :func:`_each_row` does."""
+    the rows ahead prefetched (:func:`._lanes.prefetch_rows`), the last ``(w1 - w0) % 8`` one
+    by one as :func:`_each_row` does."""
     wide_vectors_for(base)
     sums = np.empty(8)
     full = w0 + (w1 - w0) // 8 * 8
+    ahead = rows_ahead(base, stride)
     for g in range(w0, full, 8):
+        prefetch_rows(base, (g + ahead) * stride, stride, n, ahead)
         if n <= 16:  # (a literal count of vectors each)
             eight_wide_rows(base, g * stride, stride, n, 1, sums)
         else:
