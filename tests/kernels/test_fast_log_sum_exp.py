@@ -498,6 +498,28 @@ def test_adjacent_short_rows_give_the_row_kernels_bits(dtype, monkeypatch):
     lse_module._JOBS.clear()
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_tiny_rows_match_mpmath_in_any_view(dtype, monkeypatch):
+    """Rows of 2 to TINY_ROW elements (``_TINY_ROWS``), of C-contiguous inputs, their reversed
+    views and with two kept dims, NaN, +inf, all -inf rows and ties among them, at the edges
+    of the threads' runs: every output within the bound of the exact result."""
+    monkeypatch.setattr(lse_module, "PARALLEL_MIN", 64)
+    lse_module._JOBS.clear()
+    for n in range(2, lse_module.TINY_ROW + 1):
+        x = sample((3, 101, n), np.dtype(dtype), seed=n, scale=30.0)
+        x[0, 0, 0] = np.nan
+        x[1, 50, n - 1] = np.inf
+        x[2, 100] = -np.inf
+        x[0, 7] = x[0, 7, 0]  # a row of ties
+        for view, axes in ((x, (2,)), (x[::-1, ::-1], (2,)), (x.reshape(-1, n), (1,))):
+            plan = make_plan(Request(resolve("ReduceLogSumExp", 18), axes, True, False),
+                             view.shape)
+            job = lse_module.choose_job(lse_module.canonical(view, axes), view.dtype, plan)
+            assert job.kernel is lse_module._TINY_ROWS[n], (n, view.strides)
+            assert_close(view, axes, fast_lse(view, axes))
+    lse_module._JOBS.clear()
+
+
 def test_long_rows_read_once_in_chunks():
     # Narrow floats read rows longer than CHUNK once, rescaling when a chunk raises the maximum.
     n = 3 * lse_module.CHUNK + 123
