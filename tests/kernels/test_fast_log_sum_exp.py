@@ -962,6 +962,23 @@ def test_exp_against_mpmath():
     assert exp_module.exp_nonpos(-746.0) == 0.0
 
 
+def test_exp_of_a_guessed_gap_is_the_short_exp_and_bounded_outside_its_range():
+    """exp_open: the bits of exp_nonpos_short on [-700, 599]; exp(-700)'s below; at least
+    2**865 above (any such term puts a guessed sum over its cap, e**100), +inf for +inf."""
+    rng = np.random.default_rng(12)
+    inside = np.concatenate([rng.uniform(-700.0, 599.0, 20000), [-700.0, 0.0, 599.0, 599.5]])
+    for x in inside:
+        assert exp_module.exp_open(float(x)) == exp_module.exp_nonpos_short(float(x)), x
+    below = np.concatenate([rng.uniform(-1e38, -700.0, 200), [-np.inf, -700.0000001, -745.2]])
+    for x in below:
+        assert exp_module.exp_open(float(x)) == exp_module.exp_nonpos_short(-700.0), x
+    huge = np.concatenate([rng.uniform(599.7, 1e4, 500), 10.0 ** rng.uniform(3, 38.5, 500),
+                           [599.6, 600.0, 709.8, 710.0, 1e308, np.finfo(np.float64).max]])
+    for x in huge:
+        assert exp_module.exp_open(float(x)) >= 2.0**865, x
+    assert exp_module.exp_open(np.inf) == np.inf
+    assert np.isnan(exp_module.exp_open(np.nan))
+
 def test_exp_with_one_scale_factor_gives_the_same_bits_for_normal_results():
     """exp_nonpos_normal (float64 LogSumExp's terms) is exp_nonpos on [-708, 0]."""
     rng = np.random.default_rng(12)

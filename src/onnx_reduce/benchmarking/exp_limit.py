@@ -3,8 +3,8 @@
 ReduceLogSumExp cannot read faster than it can evaluate exp. This kernel does nothing else:
 a numba ``parallel`` loop over a contiguous float32 array small enough for the per-core caches
 (256 KiB, split over the threads), each element widened to float64, shifted by the array's
-maximum, clamped and passed to the same exp as onnx-reduce's float32 LogSumExp kernel
-(:func:`onnx_reduce.kernels.fast._exp.exp_nonpos_short`, imported, not copied), the terms
+maximum and passed to the same exp as onnx-reduce's float32 LogSumExp kernels' guessed
+shifts (:func:`onnx_reduce.kernels.fast._exp.exp_open`, imported, not copied), the terms
 summed with reassociation allowed (vector lanes, as wide as the kernels': 512 bits where the
 CPU has them), many passes per call. Reported as input
 GB/s (10**9 bytes of float32 per second), the best of several calls: an upper bound for
@@ -48,7 +48,7 @@ def _compile() -> Any:
     from numba import njit, prange
 
     from ..kernels.fast._common import choose_threading_layer, wide_vectors
-    from ..kernels.fast._exp import exp_nonpos_short
+    from ..kernels.fast._exp import exp_open
 
     choose_threading_layer()  # before numba would pick its own at the first launch
 
@@ -61,9 +61,7 @@ def _compile() -> Any:
         total = 0.0
         for _ in range(passes):
             for i in range(seg.size):
-                d = np.float64(seg[i]) - m
-                d = -700.0 if d < -700.0 else d
-                total += exp_nonpos_short(600.0 if d > 600.0 else d)
+                total += exp_open(np.float64(seg[i]) - m)
         return total
 
     @njit(parallel=True, cache=False)

@@ -14,7 +14,8 @@ log-sum-exp kernels use this polynomial instead, inlined into their loops:
 
 :func:`exp_nonpos` expects ``-746 <= x <= 0``, :func:`exp_nonpos_short` ``-700 <= x <= 600``
 (despite its name: the log-sum-exp kernels also shift by a guessed maximum; callers clamp),
-and no NaN. Measured against mpmath on 180,000 points of [-745, 0]: :func:`exp_nonpos` is
+and no NaN; :func:`exp_open` takes any gap from a guessed shift and bounds it itself.
+Measured against mpmath on 180,000 points of [-745, 0]: :func:`exp_nonpos` is
 within 0.64 ulp of exp for normal results (0.73 subnormal ulp below 2**-1022);
 :func:`exp_nonpos_short` is within 2**-37.77 relative error on 44,000 points of [-700, 600]
 (its one-constant reduction adds at most 2**-44). They are compiled with
@@ -44,6 +45,7 @@ __all__ = [
     "exp_nonpos",
     "exp_nonpos_normal",
     "exp_nonpos_short",
+    "exp_open",
     "exp_split",
     "float32_to_half",
     "half_to_float32",
@@ -269,6 +271,29 @@ def exp_nonpos_short(x: float) -> float:
     scale = as_float64(as_int64(t) << 52)
     return scale + scale * (r + r * r * q)
 
+
+
+#: ``t`` of :func:`exp_open` for 2**865 (~e**599.6); larger ``t`` are capped to it.
+_T_CAP = _BIASED_SHIFTER + 865.0
+
+
+@numba.njit(cache=True, fastmath={"contract"})
+def exp_open(x: float) -> float:
+    """exp(x) of any gap from a guessed shift, the bits of :func:`exp_nonpos_short` where
+    -700 <= x <= 599: below, exp(-700); above, at least 2**865 (+inf for +inf); NaN kept.
+
+    The upper bound caps the rounded ``t`` (then ``r >= 0`` and every coefficient is positive,
+    so the result is at least the scale), not ``x``: two bounds on ``x`` become a five-op
+    select in some vector loops, one on each of ``x`` and ``t`` one max and one min.
+    """
+    x = -700.0 if x < -700.0 else x
+    t = x * _INV_LN2 + _BIASED_SHIFTER
+    t = _T_CAP if t > _T_CAP else t
+    k = t - _BIASED_SHIFTER
+    r = x - k * _LN2
+    q = _horner(_Q6, r)
+    scale = as_float64(as_int64(t) << 52)
+    return scale + scale * (r + r * r * q)
 
 # 2 atanh(z) = log((1 + z) / (1 - z)) = z (2 + w (2/3 + w (2/5 + ...))), w = z**2, highest first;
 # |z| <= 3 - 2 sqrt(2) = 0.1716: the first term left out is below 2**-62 relative.

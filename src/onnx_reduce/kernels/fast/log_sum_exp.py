@@ -92,6 +92,7 @@ from ._exp import (
     exp_nonpos,
     exp_nonpos_normal,
     exp_nonpos_short,
+    exp_open,
     exp_split,
     half_to_float64,
     log1p_from,
@@ -734,9 +735,9 @@ def _fold_terms(state, part):
 
 @njit(cache=True)
 def _term_open(d):
-    """exp(d) with d clamped to [-700, 600] (-inf gives ~0, +inf e**600), NaN kept."""
-    d = -700.0 if d < -700.0 else d
-    return exp_nonpos_short(600.0 if d > 600.0 else d)
+    """exp(d) for a gap from a guessed shift (:func:`._exp.exp_open`: -inf gives ~0, above
+    599 at least e**599, which no sum under the cap holds; NaN kept)."""
+    return exp_open(d)
 
 
 @njit(cache=True, fastmath=REASSOC, inline="always")

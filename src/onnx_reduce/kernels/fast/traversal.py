@@ -24,10 +24,12 @@ Two walks: :func:`row_walks` (one output's reduced elements, in C order) and
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import marshal
 import types as pytypes
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -49,12 +51,14 @@ def specialise(template: Any, name: str, flags: dict[str, Any], **parts: Any) ->
     global names.
 
     The compiled function is named after the template and ``name``, with a digest of the
-    template's and the parts' source: numba's cache checks the template's file only, so an
-    edited part gives a new name and is compiled afresh.
+    template's and the parts' source and of the kernel modules' files: numba's cache checks
+    the template's file only, so an edited part, or a function a part calls (an ``exp``), gives
+    a new name and is compiled afresh.
     """
     scope = dict(template.__globals__)
     scope.update(parts)
     digest = hashlib.sha1(inspect.getsource(template).encode())
+    digest.update(_modules_digest())
     for part in parts.values():
         code = getattr(part, "py_func", None)
         try:
@@ -67,6 +71,15 @@ def specialise(template: Any, name: str, flags: dict[str, Any], **parts: Any) ->
     fn.__qualname__ = qualname
     fn.__doc__ = template.__doc__
     return njit(cache=True, **flags)(fn)
+
+
+@functools.cache
+def _modules_digest() -> bytes:
+    """A digest of this package's source files (what specialised functions may inline)."""
+    digest = hashlib.sha1()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.digest()
 
 
 # ----------------------------------------------------------------------------- the parts
