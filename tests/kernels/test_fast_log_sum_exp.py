@@ -498,6 +498,48 @@ def test_adjacent_short_rows_give_the_row_kernels_bits(dtype, monkeypatch):
     lse_module._JOBS.clear()
 
 
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16), bfloat16], ids=str)
+def test_adjacent_long_rows_give_the_row_kernels_bits(dtype, monkeypatch):
+    """Adjacent narrow rows longer than SHORT_ROW_BYTES (``_long_rows``, no walk) give the
+    general row kernel's bits and every output within the bound of the exact result: rows one
+    element over SHORT_ROW_BYTES, a block long and one over, several blocks and a tail; NaN,
+    +inf, all -inf, one element above the guessed shift by more than MARGIN, near-zero results
+    (under GUARD: read again exactly) and ties, at the edges of the threads' runs; reversed
+    views and merged trailing axes."""
+    monkeypatch.setattr(lse_module, "PARALLEL_MIN", 64)
+    shortest = lse_module.SHORT_ROW_BYTES // np.dtype(dtype).itemsize + 1
+    block = lse_module.LONG_BLOCK
+    chunks = lse_module.CHUNKS_PER_THREAD * 2
+    for shape, axes in (((67, shortest), (1,)), ((40, block), (1,)), ((40, block + 1), (1,)),
+                        ((33, 3 * block + 77), (1,)), ((3, 20, 2, 700), (2, 3))):
+        x = sample(shape, np.dtype(dtype), seed=47, scale=4.0)
+        rows = x.reshape(-1, int(np.prod([x.shape[a] for a in axes])))
+        n = rows.shape[1]
+        rows[0, 5] = np.nan
+        rows[1, n - 1] = np.inf
+        rows[2] = -np.inf
+        rows[3, n - 2] = rows[3, :lse_module.PROBE].max() + 2 * lse_module.MARGIN
+        rows[4] = 0.0  # every element a tie
+        rows[5, :] = -30.0
+        rows[5, 0] = np.log(np.float32(1e-3)) - 30.0  # LSE of about -30 + log(n)
+        rows[6, :] = -np.log(np.float32(n))  # LSE near 0: under GUARD
+        for edge in (rows.shape[0] * k // chunks for k in range(1, chunks)):
+            rows[edge, edge % n] = (np.nan, np.inf, -np.inf)[edge % 3]
+        for view in (x, x[::-1]):
+            lse_module._JOBS.clear()
+            plan = make_plan(Request(resolve("ReduceLogSumExp", 18), axes, True, False),
+                             view.shape)
+            job = lse_module.choose_job(lse_module.canonical(view, axes), view.dtype, plan)
+            assert job.kernel is lse_module._long_rows, (shape, view.strides)
+            got = fast_lse(view, axes)
+            assert_close(view, axes, got)
+            with monkeypatch.context() as general:
+                general.setattr(lse_module, "_adjacent_rows", lambda canon: 0)
+                lse_module._JOBS.clear()
+                want = fast_lse(view, axes)
+            np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+    lse_module._JOBS.clear()
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_tiny_rows_match_mpmath_in_any_view(dtype, monkeypatch):
     """Rows of 2 to TINY_ROW elements (``_TINY_ROWS``), of C-contiguous inputs, their reversed
@@ -814,7 +856,8 @@ def test_slab_rows_match_mpmath_on_any_thread_count(dtype, monkeypatch):
         ((128, 40), (0,), np.float16, True, "_small_columns"),
         ((8, 128), (1,), np.float64, False, "_rows_serial"),
         ((16, 512), (0,), np.float32, False, "_columns_serial"),
-        ((130, 600), (1,), np.float32, False, "_rows_parallel"),
+        ((130, 600), (1,), np.float32, False, "_long_rows"),
+        ((130, 600), (1,), bfloat16, False, "_long_rows"),
         ((130, 600), (1,), np.float64, False, "_rows_parallel"),
         ((20_000, 16), (1,), np.float32, False, "_short_rows"),
         ((600, 130), (0,), bfloat16, False, "_columns_parallel"),

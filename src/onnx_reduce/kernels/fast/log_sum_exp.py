@@ -16,7 +16,8 @@ Rows (the innermost dim is reduced: inner, all, non-adjacent axes): float64, and
 reducing at most ``SHORT_ROW_BYTES`` per output, find each output's maximum, then add its terms,
 and finish a run of outputs together (adjacent short rows of a C-contiguous input without any
 walk: :func:`_short_rows`; rows of 2 to ``TINY_ROW`` in one loop across the outputs,
-:func:`_tiny_row_sums`). Longer narrow rows are read once: first with a guessed
+:func:`_tiny_row_sums`). Longer narrow rows (adjacent ones without a walk too:
+:func:`_long_rows`) are read once: first with a guessed
 shift (the maximum of its first ``PROBE`` elements, :func:`_guess_range`: one vectorized loop of
 ``exp(x - m)`` with no compare or tie count), kept when no element exceeds it by more than
 ``MARGIN`` and the result is at least ``GUARD`` in magnitude (then the error is far below half a
@@ -97,7 +98,7 @@ from ._exp import (
     half_to_float64,
     log1p_from,
 )
-from .traversal import add, column_walk, row_walks, specialise, zero
+from .traversal import LINE, add, column_walk, row_walks, specialise, zero
 
 if TYPE_CHECKING:
     from ..dispatch import Bound
@@ -320,6 +321,8 @@ def choose_job(canon: Canonical, dtype: np.dtype, plan: ReductionPlan, small: bo
         if pieces > 1:
             split = _rows_split if dtype == np.float64 else _rows_online_split
             return Job(split, (*args, pieces), outputs, True)
+        if parallel and n and dtype != np.float64:
+            return Job(_long_rows, (canon.offset, n, block), outputs, True)
         return Job(_rows_parallel if parallel else _rows_serial, args, outputs, parallel)
     cstep = canon.kept_strides[-1] if kept[-1] > 1 else 1
     if cstep == 0:  # broadcast (stride-0) outputs: not served
@@ -783,6 +786,7 @@ _max_walk = _MAXIMA.walk
 _terms_contiguous = _TERMS_WALK.contiguous
 _terms_walk = _TERMS_WALK.walk
 _guess_walk = _GUESSES.walk
+_guess_contiguous = _GUESSES.contiguous
 
 
 @njit(cache=True, inline="always")
@@ -968,6 +972,57 @@ def _short_rows(base, bits, offset, n, out):
         _finish_all(base, sums[0], sums[1], sums[2], sums[3], sums[4])
         least = min(least, _store_all(out, a, sums[4]))
     return least
+
+
+@njit(cache=True, parallel=True)
+def _long_rows(base, bits, offset, n, block, out):
+    """Adjacent C-contiguous narrow-float rows of ``n`` elements from ``offset``, longer than
+    SHORT_ROW_BYTES: runs of outputs shared out as by :func:`_rows_parallel`, each row read
+    once with a guessed shift as :func:`_row_guess` reads it (:func:`_long_row_sums`) but in
+    place, with no walk, each run finished together (:func:`_finish_all`); the outputs the
+    guess does not serve read again (:func:`_row_exact`). The bits of :func:`_rows_parallel`,
+    without its per-output setup (offsets, geometry, a finish per output)."""
+    chunks = min(out.size, CHUNKS_PER_THREAD * threads_now())
+    least = np.inf
+    for c in prange(chunks):
+        i = np.int64(c)  # prange indices may be unsigned
+        a, b = out.size * i // chunks, out.size * (i + 1) // chunks
+        sums = np.zeros((5, b - a))  # peaks, his, los, ties (none: 0), results
+        _long_row_sums(base, bits, offset, n, block, a, sums)
+        _finish_all(base, sums[0], sums[1], sums[2], sums[3], sums[4])
+        none = np.zeros(0, np.int64)
+        for j in range(b - a):
+            if not (abs(sums[4, j]) >= GUARD and abs(sums[0, j]) < np.inf):
+                sums[4, j] = _row_exact(base, bits, offset + (a + j) * n, none, none, n, 1, n,
+                                        block)
+        least = min(least, _store_all(out, a, sums[4]))
+    return least
+
+
+@njit(cache=True, inline="always")
+def _long_row_sums(base, bits, offset, n, block, a, sums):
+    """``sums[:3]`` = the guessed shifts and sums (hi, lo) of :func:`_long_rows`' outputs from
+    ``a`` on, as :func:`_guess_range` gives them (the shift NaN where the guess does not serve:
+    an infinite probe maximum, a NaN, a block over the cap); each next block of the row
+    prefetched."""
+    for j in range(sums.shape[1]):
+        start = offset + (a + j) * n
+        key, mag = _max_contiguous(bits, start, PROBE, 0.0)
+        m = _from_key(bits, key, mag)
+        state = _no_total()
+        served = abs(m) < np.inf
+        done = 0
+        while served and done < n:
+            c = min(block, n - done)
+            ahead = start + done + c
+            for k in range(ahead, start + min(n, done + c + block), LINE):
+                prefetch(bits, k)
+            part = _guess_contiguous(base, start + done, c, m)
+            served = not _over_cap(part)
+            state = _fold_sum(state, part)
+            done += c
+        sums[0, j] = m if served else np.nan
+        sums[1, j], sums[2, j] = state
 
 
 @njit(cache=True, inline="always")
