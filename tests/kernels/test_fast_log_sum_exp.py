@@ -540,6 +540,7 @@ def test_adjacent_long_rows_give_the_row_kernels_bits(dtype, monkeypatch):
             np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
     lse_module._JOBS.clear()
 
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_tiny_rows_match_mpmath_in_any_view(dtype, monkeypatch):
     """Rows of 2 to TINY_ROW elements (``_TINY_ROWS``), of C-contiguous inputs, their reversed
@@ -1021,6 +1022,7 @@ def test_exp_of_a_guessed_gap_is_the_short_exp_and_bounded_outside_its_range():
         assert exp_module.exp_open(float(x)) >= 2.0**865, x
     assert exp_module.exp_open(np.inf) == np.inf
     assert np.isnan(exp_module.exp_open(np.nan))
+
 
 def test_exp_with_one_scale_factor_gives_the_same_bits_for_normal_results():
     """exp_nonpos_normal (float64 LogSumExp's terms) is exp_nonpos on [-708, 0]."""

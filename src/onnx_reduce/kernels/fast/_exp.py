@@ -264,13 +264,7 @@ def exp_nonpos_short(x: float) -> float:
     result is ``s + s * p`` with ``s = 2**n``: one FMA instead of an add and a multiply;
     ``s`` is the rounded ``t``'s bits shifted, with no integer add (the shifter holds the bias).
     """
-    t = x * _INV_LN2 + _BIASED_SHIFTER
-    k = t - _BIASED_SHIFTER
-    r = x - k * _LN2  # off by |k| * 2**-54 at most (fused or not): 2**-44 relative in the result
-    q = _horner(_Q6, r)
-    scale = as_float64(as_int64(t) << 52)
-    return scale + scale * (r + r * r * q)
-
+    return _exp_short_from(x, x * _INV_LN2 + _BIASED_SHIFTER)
 
 
 #: ``t`` of :func:`exp_open` for 2**865 (~e**599.6); larger ``t`` are capped to it.
@@ -288,12 +282,19 @@ def exp_open(x: float) -> float:
     """
     x = -700.0 if x < -700.0 else x
     t = x * _INV_LN2 + _BIASED_SHIFTER
-    t = _T_CAP if t > _T_CAP else t
+    return _exp_short_from(x, _T_CAP if t > _T_CAP else t)
+
+
+@numba.njit(cache=True, fastmath={"contract"}, inline="always")
+def _exp_short_from(x: float, t: float) -> float:
+    """:func:`exp_nonpos_short`'s result from ``x`` and its rounded ``t``: the reduction by
+    ``k ln2``, the degree-6 polynomial and the one scale factor."""
     k = t - _BIASED_SHIFTER
-    r = x - k * _LN2
+    r = x - k * _LN2  # off by |k| * 2**-54 at most (fused or not): 2**-44 relative in the result
     q = _horner(_Q6, r)
     scale = as_float64(as_int64(t) << 52)
     return scale + scale * (r + r * r * q)
+
 
 # 2 atanh(z) = log((1 + z) / (1 - z)) = z (2 + w (2/3 + w (2/5 + ...))), w = z**2, highest first;
 # |z| <= 3 - 2 sqrt(2) = 0.1716: the first term left out is below 2**-62 relative.
