@@ -324,3 +324,29 @@ def test_float16_widening_is_exact_for_every_value() -> None:
     want = bits.view(np.float16).astype(np.float64)
     np.testing.assert_array_equal(out, np.where(want == 0, 0.0, want))
     assert not np.signbit(out[0x8000])
+
+
+@njit
+def _write_at(base, i, v):
+    base[i] = v
+
+
+_write_float64_at = _common.only_for(types.float64, _write_at)
+
+
+@njit
+def _maybe_write(base, i, v):
+    _write_float64_at(base, i, v)
+
+
+def test_only_for_compiles_and_runs_its_kernel_for_its_dtype_alone() -> None:
+    """A branch behind ``only_for`` does nothing for other dtypes, and never compiles for them:
+    the kernel's dispatcher gains a float32 signature only if a float32 caller compiled it."""
+    y = np.zeros(3, np.float32)
+    _maybe_write(y, 1, 2.0)
+    assert y.tolist() == [0.0, 0.0, 0.0]
+    assert _write_at.signatures == []
+    x = np.zeros(3)
+    _maybe_write(x, 1, 2.0)
+    assert x.tolist() == [0.0, 2.0, 0.0]
+    assert [sig[0].dtype for sig in _write_at.signatures] == [types.float64]

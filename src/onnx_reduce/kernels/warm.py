@@ -57,9 +57,8 @@ def warm_up(ops: Iterable[str] | None = None, dtypes: Iterable[str] | None = Non
         spawn = multiprocessing.get_context("spawn")  # a fork could copy a running thread pool
         with ProcessPoolExecutor(min(jobs, len(work)), mp_context=spawn) as pool:
             list(pool.map(_warm_calls, *zip(*work, strict=True)))
-    # here, the processes' kernels load from the cache; one whose index entry was lost compiles
-    # again (numba rewrites a kernel's cache index unlocked: two processes saving the same
-    # kernel's signatures at one moment can drop one)
+    # here, the processes' kernels load from the cache (their saves were locked against each
+    # other: kernels.fast._cache_file), so that this process can use them
     return sum(_warm_calls(*job) for job in work)
 
 

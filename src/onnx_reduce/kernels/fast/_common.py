@@ -11,6 +11,8 @@ The API, kept small and stable (also used by :mod:`.log_sum_exp`):
 * ``is_float64(arr)`` (njit-callable): whether ``arr`` holds float64, a compile-time constant
   (float64 inputs are the ones summed with compensation: there is no wider type to hide in);
   ``is_bfloat16(arr)`` the same for bfloat16 storage.
+* ``only_for(dtype, kernel)``: an njit-callable ``kernel(base, ...)`` that compiles (and runs)
+  for ``base`` arrays of ``dtype`` only, doing nothing for the others.
 * ``widen(x)`` (njit-callable): one storage element -> float64 for the float types (exact),
   int64/uint64 for the integers. ``widen32(x)``: -> float32 for float16/bfloat16/float32 (exact).
   ``widen_bf16_pair(pair_bits(arr, i))``: bfloat16 ``arr[i]`` and ``arr[i + 1]`` -> two
@@ -45,6 +47,8 @@ The API, kept small and stable (also used by :mod:`.log_sum_exp`):
   compiled without fast-math (which would cancel the error terms).
 * ``prefetch(arr, index)`` (njit-callable): hint the cache line of ``arr[index]`` into L2
   (``llvm.prefetch``: no fault, no effect on results).
+* importing this module makes numba's on-disk cache saves safe for processes saving at once
+  (:mod:`._cache_file`).
 * ``REASSOC``: the fastmath flags for vectorized reductions (reassociation only: full fastmath
   breaks inf/NaN handling).
 
@@ -83,6 +87,7 @@ from ...plan.geometry import (
 )
 from ...plan.layout import Canonical, canonical_layout
 from ...spec.dtypes import bfloat16
+from ._cache_file import install as _install_locked_cache_saves
 from ._exp import float32_to_half, half_to_float32
 
 __all__ = [
@@ -116,6 +121,8 @@ __all__ = [
     "widen32",
     "widen_bf16_pair",
 ]
+
+_install_locked_cache_saves()
 
 REASSOC = {"reassoc"}  # a set: numba rejects a frozenset
 #: Parallel loops are cut in this many chunks per thread (the units a kernel finishes
@@ -405,6 +412,23 @@ def _holds(dtype):  # type: ignore[no-untyped-def]
 overload(is_float64, inline="always")(_holds(types.float64))
 overload(is_float32, inline="always")(_holds(types.float32))
 overload(is_bfloat16, inline="always")(_holds(types.int16))
+
+
+def only_for(dtype: types.Type, kernel: Any) -> Any:
+    """An njit-only stand-in for ``kernel(base, *args)``: ``kernel`` where ``base`` holds
+    ``dtype``, nothing (None) for any other array. For a branch only that dtype takes: behind
+    a run-time test every dtype would compile it."""
+    def stand_in(base, *args):  # type: ignore[no-untyped-def]  # pragma: no cover - njit only
+        raise NotImplementedError
+
+    @overload(stand_in)
+    def impl(base, *args):  # type: ignore[no-untyped-def]
+        if base.dtype != dtype:
+            return lambda base, *args: None
+        return lambda base, *args: kernel(base, *args)
+
+    stand_in.__name__ = stand_in.__qualname__ = f"{kernel.__name__}_for_{dtype}"
+    return stand_in
 
 
 def widen(x):  # pragma: no cover - replaced by the overload inside njit code

@@ -76,6 +76,7 @@ from ._common import (
     merged_dims,
     neumaier,
     next_outer,
+    only_for,
     ordered_two_sum,
     pair_bits,
     parallel_section,
@@ -1052,6 +1053,9 @@ def _eight_wide_outputs(base, stride, n, out, w0, w1):
         _finish(out, o, _streamed_sum(base, o * stride, n, False), 0.0, False)
 
 
+_float32_eight_wide_outputs = only_for(types.float32, _eight_wide_outputs)
+
+
 @njit(cache=True, nogil=True)
 def _tiny_rows(geo):
     """Whether ``geo`` is rows of at most TINY adjacent elements along one kept dim, one per
@@ -1099,6 +1103,9 @@ def _tiny_outputs(base, stride, n, square, out, first, last, n_out):  # pragma: 
         _finish_folded(out, o, head, tail, square)
 
 
+_float64_tiny_outputs = only_for(types.float64, _tiny_outputs)
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _finish_folded(out, o, head, tail, square):  # pragma: no cover - compiled
     """:func:`_finish` of ``head + tail`` folded into zeros (:func:`_fold_dd`): Neumaier's
@@ -1129,9 +1136,9 @@ def _rows_work(base, geo, block, pieces, square, comp, out, wide, hi, lo, w0, w1
         nk = ksz.size
         if is_float32(base) and not square and nk == 1 and n <= WIDE_TINY:  # eight at a time
             if wide.size:
-                _eight_wide_outputs(base, kst[0], n, wide, w0, w1)
+                _float32_eight_wide_outputs(base, kst[0], n, wide, w0, w1)
             else:
-                _eight_wide_outputs(base, kst[0], n, out, w0, w1)
+                _float32_eight_wide_outputs(base, kst[0], n, out, w0, w1)
             return
         # the output chosen here, each a compiled form of its own (a test of ``wide`` per
         # output, or sums kept in a buffer and stored after, were slower)
@@ -1146,9 +1153,9 @@ def _rows_work(base, geo, block, pieces, square, comp, out, wide, hi, lo, w0, w1
     if comp and pieces == 1 and _tiny_rows(geo):  # float64 rows side by side
         first, last = w0 * block, min(w1 * block, n_out)
         if wide.size:
-            _tiny_outputs(base, kst[0], rsz[0], square, wide, first, last, n_out)
+            _float64_tiny_outputs(base, kst[0], rsz[0], square, wide, first, last, n_out)
         else:
-            _tiny_outputs(base, kst[0], rsz[0], square, out, first, last, n_out)
+            _float64_tiny_outputs(base, kst[0], rsz[0], square, out, first, last, n_out)
         return
     offs = np.empty(block, np.int64)
     s = np.full(block, zero)
