@@ -44,11 +44,12 @@ def _locked_save(self: Any, key: Any, data: Any) -> None:
     with _lock(self._index_path + ".lock"):
         overloads = self._load_index()
         name = overloads.get(key)
-        if name is None:
+        new = name is None
+        if new:
             taken = set(overloads.values())
             name = next(n for n in map(self._data_name, itertools.count(1)) if n not in taken)
         self._save_data(name, data)
-        if overloads.get(key) != name:
+        if new:
             overloads[key] = name
             self._save_index(overloads)
 
