@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("numba")
-from numba import njit, types
+from numba import njit, prange, types
 from numba.core.registry import CPUDispatcher
 
 import onnx_reduce
@@ -350,3 +350,71 @@ def test_only_for_compiles_and_runs_its_kernel_for_its_dtype_alone() -> None:
     _maybe_write(x, 1, 2.0)
     assert x.tolist() == [0.0, 2.0, 0.0]
     assert [sig[0].dtype for sig in _write_at.signatures] == [types.float64]
+
+
+@njit(nogil=True)
+def _turns(threads, chunks, order):
+    """The chunks each of ``threads`` iterations is given when they ask in ``order`` (an
+    iteration's index per request; one that is told nothing is left stops asking)."""
+    counters = _common.chunk_counters(threads)
+    turns = np.zeros(threads, np.int64)
+    done = np.zeros(threads, np.bool_)
+    taken = np.full((threads, chunks + 1), -1, np.int64)
+    counts = np.zeros(threads, np.int64)
+    for t in order:
+        if done[t]:
+            continue
+        c, turns[t] = _common.next_chunk(counters, t, turns[t], threads, chunks)
+        if c == chunks:
+            done[t] = True
+        else:
+            taken[t, counts[t]] = c
+            counts[t] += 1
+    return taken, counts
+
+
+def _chunks_of(taken: np.ndarray, counts: np.ndarray, t: int) -> list[int]:
+    return taken[t, :counts[t]].tolist()
+
+
+def test_next_chunk_gives_each_thread_its_share_then_the_rest() -> None:
+    """Taking turns, each iteration does its own share in order; an iteration that asks only
+    after the other is done gets nothing (the first did its share and then the other's)."""
+    taken, counts = _turns(2, 7, np.array([0, 1] * 8, np.int64))
+    assert _chunks_of(taken, counts, 0) == [0, 1, 2, 6]  # its share, then what is left
+    assert _chunks_of(taken, counts, 1) == [3, 4, 5]
+    taken, counts = _turns(2, 7, np.array([0] * 9 + [1] * 9, np.int64))
+    assert _chunks_of(taken, counts, 0) == [0, 1, 2, 3, 4, 5, 6]
+    assert _chunks_of(taken, counts, 1) == []
+    # the second share half done when the first thread finishes its own: they share the rest
+    taken, counts = _turns(2, 8, np.array([1, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0, 1], np.int64))
+    assert _chunks_of(taken, counts, 0) == [0, 1, 2, 3, 6]
+    assert _chunks_of(taken, counts, 1) == [4, 5, 7]
+
+
+@pytest.mark.parametrize(("threads", "chunks"), [(1, 5), (2, 0), (2, 1), (3, 2), (3, 10), (4, 33)])
+def test_next_chunk_hands_out_every_chunk_once(threads, chunks) -> None:
+    rng = np.random.default_rng(threads * 100 + chunks)
+    order = rng.integers(0, threads, 20 * (chunks + threads)).astype(np.int64)
+    taken, counts = _turns(threads, chunks, order)
+    every = sorted(c for t in range(threads) for c in _chunks_of(taken, counts, t))
+    assert every == list(range(chunks))
+
+
+@njit(parallel=True)
+def _claimed(threads, chunks):
+    counters = _common.chunk_counters(threads)
+    hits = np.zeros(chunks, np.int64)
+    for thread in prange(threads):
+        c, turn = _common.next_chunk(counters, thread, 0, threads, chunks)
+        while c < chunks:
+            hits[c] += 1
+            c, turn = _common.next_chunk(counters, thread, turn, threads, chunks)
+    return hits
+
+
+def test_next_chunk_in_a_parallel_loop_runs_every_chunk_once() -> None:
+    with _common.parallel_section():
+        threads = _common.num_threads()
+        for chunks in (0, 1, threads, 16 * threads, 1001):
+            assert _claimed(threads, chunks).tolist() == [1] * chunks

@@ -37,7 +37,8 @@ The API, kept small and stable (also used by :mod:`.log_sum_exp`):
   a forked child), after making pip's TBB loadable (``tbb`` is a dependency on Linux x86-64:
   the workqueue layer launches far slower). ``num_threads()``: numba's thread
   count; ``threads_now()`` (njit-callable, in ``parallel=True`` kernels) the same, without
-  keeping the kernel from the disk cache.
+  keeping the kernel from the disk cache. ``chunk_counters(threads)`` and ``next_chunk(...)``
+  (njit-callable): a parallel loop's chunks for whichever thread is free (its own share first).
 * the packed geometries of :mod:`onnx_reduce.plan.geometry` (``packed``, ``c_packed``,
   ``memory_order_geometry``) and their accessors ``kept_dims``, ``reduced_dims``,
   ``merged_dims`` (njit-callable too); ``next_outer(idx, sizes, ost, last, o)``
@@ -96,6 +97,7 @@ __all__ = [
     "Canonical",
     "c_packed",
     "canonical",
+    "chunk_counters",
     "entry_for",
     "frozen",
     "is_bfloat16",
@@ -104,6 +106,7 @@ __all__ = [
     "memory_order_geometry",
     "merged_dims",
     "neumaier",
+    "next_chunk",
     "next_outer",
     "num_threads",
     "packed",
@@ -126,7 +129,7 @@ _install_locked_cache_saves()
 
 REASSOC = {"reassoc"}  # a set: numba rejects a frozenset
 #: Parallel loops are cut in this many chunks per thread (the units a kernel finishes
-#: together); numba's schedule gives each thread one contiguous block of them.
+#: together), taken by whichever thread is free (:func:`next_chunk`).
 CHUNKS_PER_THREAD = 16
 
 # the geometries' accessors, callable in compiled code too (inlined: slices of the array)
@@ -312,6 +315,60 @@ def threads_now(typingctx):  # type: ignore[no-untyped-def]
         return builder.sext(low, ir.IntType(64))
 
     return types.int64(), codegen
+
+
+#: int64 slots between two threads' chunk counters (128 bytes: no two share a cache line, nor
+#: a pair of lines the hardware fetches together).
+COUNTER_SLOTS = 16
+
+
+@intrinsic
+def _claim(typingctx, counters, i):  # type: ignore[no-untyped-def]
+    """njit-only: ``counters[i]`` before adding 1 to it, atomically."""
+    if not (isinstance(counters, types.Array) and counters.dtype == types.int64):
+        return None
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        array = context.make_array(signature.args[0])(context, builder, args[0])
+        slot = builder.gep(array.data, [args[1]])
+        one = context.get_constant(types.int64, 1)
+        return builder.atomic_rmw("add", slot, one, "monotonic")
+
+    return types.int64(counters, types.int64), codegen
+
+
+@njit(cache=True, inline="always")
+def chunk_counters(threads):
+    """The shared state of :func:`next_chunk` for ``threads`` threads."""
+    return np.zeros(threads * COUNTER_SLOTS, np.int64)
+
+
+@njit(cache=True, inline="always")
+def next_chunk(counters, thread, turn, threads, chunks):
+    """``(c, turn)``: the next of ``chunks`` for iteration ``thread`` of a ``prange(threads)``
+    (``turn`` 0 at first, then as returned; ``c == chunks`` once none is left).
+
+    Each iteration takes the chunks of its own share (``chunks * thread // threads`` on) in
+    order, then those left in the other shares: a thread that starts late, or runs slower, does
+    fewer, where numba's schedule gives each thread a fixed share and the other waits for it. A
+    share's counter is touched by its own thread alone until then (no cache line moves between
+    the cores a chunk). The results must depend on the chunk alone, never on the thread::
+
+        counters = chunk_counters(threads)
+        for thread in prange(threads):
+            c, turn = next_chunk(counters, thread, 0, threads, chunks)
+            while c < chunks:
+                work(c)
+                c, turn = next_chunk(counters, thread, turn, threads, chunks)
+    """
+    thread = np.int64(thread)  # prange indices may be unsigned
+    while turn < threads:
+        k = (thread + turn) % threads
+        c = chunks * k // threads + _claim(counters, k * COUNTER_SLOTS)
+        if c < chunks * (k + 1) // threads:
+            return c, turn
+        turn += 1
+    return chunks, turn
 
 
 # ----------------------------------------------------------------------------- dtypes

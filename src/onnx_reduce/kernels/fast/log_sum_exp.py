@@ -66,6 +66,7 @@ from ._common import (
     REASSOC,
     Canonical,
     canonical,
+    chunk_counters,
     entry_for,
     flat_offset,
     frozen,
@@ -74,6 +75,7 @@ from ._common import (
     memory_order_geometry,
     merged_dims,
     neumaier,
+    next_chunk,
     next_outer,
     ordered_two_sum,
     parallel_section,
@@ -937,15 +939,19 @@ def _prefetch_row(bits, offset, ks, kst, rs, n, step, t, outputs):
 
 @njit(cache=True, parallel=True)
 def _rows_parallel(base, bits, offset, geo, block, out):
-    """The row kernel, runs of adjacent outputs shared out across threads (``prange``,
-    CHUNKS_PER_THREAD runs per thread), each by :func:`_rows_between` (float64 finishes a run's
-    outputs together)."""
-    chunks = min(out.size, CHUNKS_PER_THREAD * threads_now())
+    """The row kernel, runs of adjacent outputs shared out across threads (CHUNKS_PER_THREAD
+    runs per thread, each thread its own first: :func:`._common.next_chunk`), each by
+    :func:`_rows_between` (float64 finishes a run's outputs together)."""
+    threads = threads_now()
+    chunks = min(out.size, CHUNKS_PER_THREAD * threads)
     least = np.inf
-    for c in prange(chunks):
-        i = np.int64(c)  # prange indices may be unsigned; int64 + uint64 is float64 in numba
-        least = min(least, _rows_between(base, bits, offset, geo, block, out,
-                                         out.size * i // chunks, out.size * (i + 1) // chunks))
+    counters = chunk_counters(threads)
+    for thread in prange(threads):
+        i, turn = next_chunk(counters, thread, 0, threads, chunks)
+        while i < chunks:
+            least = min(least, _rows_between(base, bits, offset, geo, block, out,
+                                             out.size * i // chunks, out.size * (i + 1) // chunks))
+            i, turn = next_chunk(counters, thread, turn, threads, chunks)
     return least
 
 
@@ -958,19 +964,23 @@ def _short_rows(base, bits, offset, n, out):
     without its per-output setup (offsets, geometry, prefetch): 2-3x on rows of 3-16. Compiled
     again for each row length ``n`` from 2 to TINY_ROW with ROW_LENGTH = ``n`` (``_TINY_ROWS``):
     the rows then in one loop across the outputs (:func:`_tiny_row_sums`)."""
-    chunks = min(out.size, CHUNKS_PER_THREAD * threads_now())
+    threads = threads_now()
+    chunks = min(out.size, CHUNKS_PER_THREAD * threads)
     least = np.inf
-    for c in prange(chunks):
-        i = np.int64(c)  # prange indices may be unsigned
-        a, b = out.size * i // chunks, out.size * (i + 1) // chunks
-        sums = np.empty((5, b - a))  # peaks, his, los, ties, results: one allocation
-        if ROW_LENGTH:  # a constant of the compiled variant
-            _tiny_row_sums(base, bits, offset + a * ROW_LENGTH, ROW_LENGTH, sums[0], sums[1],
-                           sums[2], sums[3])
-        else:
-            _short_row_sums(base, bits, offset, n, a, sums)
-        _finish_all(base, sums[0], sums[1], sums[2], sums[3], sums[4])
-        least = min(least, _store_all(out, a, sums[4]))
+    counters = chunk_counters(threads)
+    for thread in prange(threads):
+        i, turn = next_chunk(counters, thread, 0, threads, chunks)
+        while i < chunks:
+            a, b = out.size * i // chunks, out.size * (i + 1) // chunks
+            sums = np.empty((5, b - a))  # peaks, his, los, ties, results: one allocation
+            if ROW_LENGTH:  # a constant of the compiled variant
+                _tiny_row_sums(base, bits, offset + a * ROW_LENGTH, ROW_LENGTH, sums[0],
+                               sums[1], sums[2], sums[3])
+            else:
+                _short_row_sums(base, bits, offset, n, a, sums)
+            _finish_all(base, sums[0], sums[1], sums[2], sums[3], sums[4])
+            least = min(least, _store_all(out, a, sums[4]))
+            i, turn = next_chunk(counters, thread, turn, threads, chunks)
     return least
 
 
@@ -982,20 +992,24 @@ def _long_rows(base, bits, offset, n, block, out):
     place, with no walk, each run finished together (:func:`_finish_all`); the outputs the
     guess does not serve read again (:func:`_row_exact`). The bits of :func:`_rows_parallel`,
     without its per-output setup (offsets, geometry, a finish per output)."""
-    chunks = min(out.size, CHUNKS_PER_THREAD * threads_now())
+    threads = threads_now()
+    chunks = min(out.size, CHUNKS_PER_THREAD * threads)
     least = np.inf
-    for c in prange(chunks):
-        i = np.int64(c)  # prange indices may be unsigned
-        a, b = out.size * i // chunks, out.size * (i + 1) // chunks
-        sums = np.zeros((5, b - a))  # peaks, his, los, ties (none: 0), results
-        _long_row_sums(base, bits, offset, n, block, a, sums)
-        _finish_all(base, sums[0], sums[1], sums[2], sums[3], sums[4])
-        none = np.zeros(0, np.int64)
-        for j in range(b - a):
-            if not (abs(sums[4, j]) >= GUARD and abs(sums[0, j]) < np.inf):
-                sums[4, j] = _row_exact(base, bits, offset + (a + j) * n, none, none, n, 1, n,
-                                        block)
-        least = min(least, _store_all(out, a, sums[4]))
+    counters = chunk_counters(threads)
+    for thread in prange(threads):
+        i, turn = next_chunk(counters, thread, 0, threads, chunks)
+        while i < chunks:
+            a, b = out.size * i // chunks, out.size * (i + 1) // chunks
+            sums = np.zeros((5, b - a))  # peaks, his, los, ties (none: 0), results
+            _long_row_sums(base, bits, offset, n, block, a, sums)
+            _finish_all(base, sums[0], sums[1], sums[2], sums[3], sums[4])
+            none = np.zeros(0, np.int64)
+            for j in range(b - a):
+                if not (abs(sums[4, j]) >= GUARD and abs(sums[0, j]) < np.inf):
+                    sums[4, j] = _row_exact(base, bits, offset + (a + j) * n, none, none, n, 1,
+                                            n, block)
+            least = min(least, _store_all(out, a, sums[4]))
+            i, turn = next_chunk(counters, thread, turn, threads, chunks)
     return least
 
 
@@ -1149,12 +1163,16 @@ def _rows_split(base, bits, offset, geo, block, pieces, out):
     tasks = outputs * pieces
     keys = np.empty(tasks, np.int64)
     mags = np.empty(tasks, np.int64)
-    for i in prange(tasks):
-        task = np.int64(i)
-        _, off, a, b = _split_task(task, pieces, offset, ks, kst, total)
-        key, mag = _row_max(bits, off, rs, rst, n, step, a, b)
-        keys[task] = key
-        mags[task] = mag
+    threads = threads_now()
+    counters = chunk_counters(threads)
+    for thread in prange(threads):
+        task, turn = next_chunk(counters, thread, 0, threads, tasks)
+        while task < tasks:
+            _, off, a, b = _split_task(task, pieces, offset, ks, kst, total)
+            key, mag = _row_max(bits, off, rs, rst, n, step, a, b)
+            keys[task] = key
+            mags[task] = mag
+            task, turn = next_chunk(counters, thread, turn, threads, tasks)
     peaks = np.empty(outputs)
     for t in range(outputs):
         peaks[t] = _from_key(bits, keys[t * pieces:(t + 1) * pieces].max(),
@@ -1162,15 +1180,18 @@ def _rows_split(base, bits, offset, geo, block, pieces, out):
     his = np.zeros(tasks)
     los = np.zeros(tasks)
     ties = np.zeros(tasks)
-    for i in prange(tasks):
-        task = np.int64(i)
-        t, off, a, b = _split_task(task, pieces, offset, ks, kst, total)
-        m = peaks[t]
-        if abs(m) < np.inf:
-            hi, lo, k = _row_sums(base, off, rs, rst, n, step, a, b, m, block)
-            his[task] = hi
-            los[task] = lo
-            ties[task] = k
+    counters = chunk_counters(threads)
+    for thread in prange(threads):
+        task, turn = next_chunk(counters, thread, 0, threads, tasks)
+        while task < tasks:
+            t, off, a, b = _split_task(task, pieces, offset, ks, kst, total)
+            m = peaks[t]
+            if abs(m) < np.inf:
+                hi, lo, k = _row_sums(base, off, rs, rst, n, step, a, b, m, block)
+                his[task] = hi
+                los[task] = lo
+                ties[task] = k
+            task, turn = next_chunk(counters, thread, turn, threads, tasks)
     res = np.empty(outputs)
     for t in range(outputs):
         state = _no_terms()
@@ -1254,12 +1275,16 @@ def _rows_online_split(base, bits, offset, geo, block, pieces, out):
     tasks = outputs * pieces
     guesses = np.empty(tasks)
     sums = np.empty(tasks)
-    for i in prange(tasks):
-        task = np.int64(i)
-        _, off, a, b = _split_task(task, pieces, offset, ks, kst, total)
-        m, hi, lo = _guess_piece(base, bits, off, rs, rst, n, step, a, b, block)
-        guesses[task] = m
-        sums[task] = hi + lo
+    threads = threads_now()
+    counters = chunk_counters(threads)
+    for thread in prange(threads):
+        task, turn = next_chunk(counters, thread, 0, threads, tasks)
+        while task < tasks:
+            _, off, a, b = _split_task(task, pieces, offset, ks, kst, total)
+            m, hi, lo = _guess_piece(base, bits, off, rs, rst, n, step, a, b, block)
+            guesses[task] = m
+            sums[task] = hi + lo
+            task, turn = next_chunk(counters, thread, turn, threads, tasks)
     least = _merge_guesses(base, guesses, sums, pieces, out)
     if not math.isnan(least):
         return least
@@ -1268,15 +1293,18 @@ def _rows_online_split(base, bits, offset, geo, block, pieces, out):
     his = np.empty(tasks)
     los = np.empty(tasks)
     ties = np.empty(tasks)
-    for i in prange(tasks):
-        task = np.int64(i)
-        _, off, a, b = _split_task(task, pieces, offset, ks, kst, total)
-        m, top, hi, lo, k = _row_online(base, bits, off, rs, rst, n, step, a, b, block)
-        peaks[task] = m
-        tops[task] = top
-        his[task] = hi
-        los[task] = lo
-        ties[task] = k
+    counters = chunk_counters(threads)
+    for thread in prange(threads):
+        task, turn = next_chunk(counters, thread, 0, threads, tasks)
+        while task < tasks:
+            _, off, a, b = _split_task(task, pieces, offset, ks, kst, total)
+            m, top, hi, lo, k = _row_online(base, bits, off, rs, rst, n, step, a, b, block)
+            peaks[task] = m
+            tops[task] = top
+            his[task] = hi
+            los[task] = lo
+            ties[task] = k
+            task, turn = next_chunk(counters, thread, turn, threads, tasks)
     return _merge_online(base, bits, peaks, tops, his, los, ties, pieces, out)
 
 
@@ -1290,10 +1318,14 @@ def _slab_rows(base, bits, slabs, n, pieces, out):
     outputs = out.size
     guesses = np.empty(outputs * pieces)  # output t's piece p at t * pieces + p
     sums = np.empty(outputs * pieces)
-    for p in prange(pieces):
-        q = np.int64(p)  # prange indices may be unsigned
-        _slab_piece(base, bits, slabs * q // pieces, slabs * (q + 1) // pieces, n, q, pieces,
-                    guesses, sums)
+    threads = threads_now()
+    counters = chunk_counters(threads)
+    for thread in prange(threads):
+        p, turn = next_chunk(counters, thread, 0, threads, pieces)
+        while p < pieces:
+            _slab_piece(base, bits, slabs * p // pieces, slabs * (p + 1) // pieces, n, p, pieces,
+                        guesses, sums)
+            p, turn = next_chunk(counters, thread, turn, threads, pieces)
     least = np.inf
     redo = np.zeros(outputs, np.bool_)
     for t in range(outputs):
@@ -1307,12 +1339,15 @@ def _slab_rows(base, bits, slabs, n, pieces, out):
         return least
     rs = np.array([slabs], np.int64)
     rst = np.array([outputs * n], np.int64)
-    for i in prange(outputs):
-        t = np.int64(i)
-        if redo[t]:
-            r = _row_exact(base, bits, t * n, rs, rst, n, 1, slabs * n, LONG_BLOCK)
-            store(out, t, r)
-            least = min(least, abs(r) if r == r else np.inf)
+    counters = chunk_counters(threads)
+    for thread in prange(threads):
+        t, turn = next_chunk(counters, thread, 0, threads, outputs)
+        while t < outputs:
+            if redo[t]:
+                r = _row_exact(base, bits, t * n, rs, rst, n, 1, slabs * n, LONG_BLOCK)
+                store(out, t, r)
+                least = min(least, abs(r) if r == r else np.inf)
+            t, turn = next_chunk(counters, thread, turn, threads, outputs)
     return least
 
 
@@ -1598,10 +1633,15 @@ def _columns_parallel(base, bits, offset, geo, width, out):
     ks, kst, cols, cstep, rs, rst = _column_dims(geo)
     blocks = (cols + width - 1) // width
     least = np.inf
-    for i in prange(out.size // cols * blocks):
-        item = np.int64(i)
-        least = min(least, _column_item(base, bits, offset, ks, kst, cols, cstep, rs, rst,
-                                        width, item, out))
+    threads = threads_now()
+    count = out.size // cols * blocks
+    counters = chunk_counters(threads)
+    for thread in prange(threads):
+        item, turn = next_chunk(counters, thread, 0, threads, count)
+        while item < count:
+            least = min(least, _column_item(base, bits, offset, ks, kst, cols, cstep, rs, rst,
+                                            width, item, out))
+            item, turn = next_chunk(counters, thread, turn, threads, count)
     return least
 
 
@@ -1638,17 +1678,22 @@ def _columns_split(base, bits, offset, geo, width, pieces, out):
     his = np.zeros((pieces, outputs))
     los = np.zeros((pieces, outputs))
     ties = np.zeros((pieces, outputs))
+    threads = threads_now()
     for sweep in range(2):  # first the maxima, then the sums shifted by them
         first = sweep == 0
-        for i in prange(tasks):
-            p, o, w, off, a, b = _column_task(np.int64(i), pieces, blocks, width, cols, cstep,
-                                              offset, ks, kst, total)
-            if first:
-                _column_maxima(base, bits, off, w, cstep, rs, rst, a, b,
-                               (keys[p, o:o + w], mags[p, o:o + w]))
-            else:
-                _column_sums(base, bits, off, w, cstep, rs, rst, a, b, peaks[o:o + w],
-                             his[p, o:o + w], los[p, o:o + w], ties[p, o:o + w])
+        counters = chunk_counters(threads)
+        for thread in prange(threads):
+            i, turn = next_chunk(counters, thread, 0, threads, tasks)
+            while i < tasks:
+                p, o, w, off, a, b = _column_task(i, pieces, blocks, width, cols, cstep,
+                                                  offset, ks, kst, total)
+                if first:
+                    _column_maxima(base, bits, off, w, cstep, rs, rst, a, b,
+                                   (keys[p, o:o + w], mags[p, o:o + w]))
+                else:
+                    _column_sums(base, bits, off, w, cstep, rs, rst, a, b, peaks[o:o + w],
+                                 his[p, o:o + w], los[p, o:o + w], ties[p, o:o + w])
+                i, turn = next_chunk(counters, thread, turn, threads, tasks)
         if first:
             for t in range(outputs):
                 peaks[t] = _from_key(bits, keys[:, t].max(), mags[:, t].max())
@@ -1703,18 +1748,24 @@ def _split_guesses(base, bits, offset, ks, kst, cols, cstep, rs, rst, width, pie
     blocks = (cols + width - 1) // width
     guesses = np.empty(out.size * pieces)
     sums = np.empty(out.size * pieces)
-    for i in prange(out.size // cols * blocks * pieces):
-        p, o, w, off, a, b = _column_task(np.int64(i), pieces, blocks, width, cols, cstep,
-                                          offset, ks, kst, total)
-        keys = np.full(w, _KEY_FLOOR, np.int64)
-        mags = np.zeros(w, np.int64)
-        peaks = np.empty(w)
-        his = np.zeros(w)
-        _column_guess_pass(base, bits, off, w, cstep, rs, rst, a, b, keys, mags, peaks, his)
-        for j in range(w):
-            served = abs(peaks[j]) < np.inf and not _over_cap(his[j])
-            guesses[(o + j) * pieces + p] = peaks[j] if served else np.nan
-            sums[(o + j) * pieces + p] = his[j]
+    threads = threads_now()
+    count = out.size // cols * blocks * pieces
+    counters = chunk_counters(threads)
+    for thread in prange(threads):
+        i, turn = next_chunk(counters, thread, 0, threads, count)
+        while i < count:
+            p, o, w, off, a, b = _column_task(i, pieces, blocks, width, cols, cstep, offset, ks,
+                                              kst, total)
+            keys = np.full(w, _KEY_FLOOR, np.int64)
+            mags = np.zeros(w, np.int64)
+            peaks = np.empty(w)
+            his = np.zeros(w)
+            _column_guess_pass(base, bits, off, w, cstep, rs, rst, a, b, keys, mags, peaks, his)
+            for j in range(w):
+                served = abs(peaks[j]) < np.inf and not _over_cap(his[j])
+                guesses[(o + j) * pieces + p] = peaks[j] if served else np.nan
+                sums[(o + j) * pieces + p] = his[j]
+            i, turn = next_chunk(counters, thread, turn, threads, count)
     return _merge_guesses(base, guesses, sums, pieces, out)
 
 
@@ -1852,13 +1903,19 @@ def _slab_columns(base, bits, pieces, out):
     the one-thread kernel's, so the results do not depend on the thread count."""
     inner = base.size // _slabs(pieces)  # elements per slab
     least = np.inf
-    for i in prange(pieces.shape[0]):
-        geo = pieces[i, :-1]
-        sizes, _, ost = merged_dims(geo)
-        first = pieces[i, -1]
-        count = sizes[0]
-        least = min(least, _small_columns(base[first * inner:(first + count) * inner], geo,
-                                          out[first * ost[0]:(first + count) * ost[0]]))
+    threads = threads_now()
+    items = pieces.shape[0]
+    counters = chunk_counters(threads)
+    for thread in prange(threads):
+        i, turn = next_chunk(counters, thread, 0, threads, items)
+        while i < items:
+            geo = pieces[i, :-1]
+            sizes, _, ost = merged_dims(geo)
+            first = pieces[i, -1]
+            count = sizes[0]
+            least = min(least, _small_columns(base[first * inner:(first + count) * inner], geo,
+                                              out[first * ost[0]:(first + count) * ost[0]]))
+            i, turn = next_chunk(counters, thread, turn, threads, items)
     return least
 
 

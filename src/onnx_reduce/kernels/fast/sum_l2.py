@@ -66,6 +66,7 @@ from ._common import (
     REASSOC,
     c_packed,
     canonical,
+    chunk_counters,
     entry_for,
     frozen,
     is_bfloat16,
@@ -75,6 +76,7 @@ from ._common import (
     memory_order_geometry,
     merged_dims,
     neumaier,
+    next_chunk,
     next_outer,
     only_for,
     ordered_two_sum,
@@ -1191,9 +1193,13 @@ def _rows_parallel(base, geo, square, out, wide, scratch, most):
     block, pieces, n_items = _rows_schedule(geo, base.itemsize, threads, most, comp)
     hi, lo = _partials(scratch, _outputs(out, wide), pieces, comp)
     chunks = min(n_items, CHUNKS_PER_THREAD * threads)
-    for ch in prange(chunks):
-        _rows_work(base, geo, block, pieces, square, comp, out, wide, hi, lo,
-                   n_items * ch // chunks, n_items * (ch + 1) // chunks, False)
+    counters = chunk_counters(threads)
+    for thread in prange(threads):
+        ch, turn = next_chunk(counters, thread, 0, threads, chunks)
+        while ch < chunks:
+            _rows_work(base, geo, block, pieces, square, comp, out, wide, hi, lo,
+                       n_items * ch // chunks, n_items * (ch + 1) // chunks, False)
+            ch, turn = next_chunk(counters, thread, turn, threads, chunks)
     return _settle(hi, lo, pieces, square, comp, out, wide)
 
 
@@ -1210,9 +1216,13 @@ def _float32_rows_parallel(base, geo, square, out, wide, scratch, most):
     block, pieces, n_items = _rows_schedule(geo, base.itemsize, threads, most)
     hi, lo = _partials(scratch, _outputs(out, wide), pieces, False)
     chunks = min(n_items, CHUNKS_PER_THREAD * threads)
-    for ch in prange(chunks):
-        _rows_work(base, geo, block, pieces, square, False, out, wide, hi, lo,
-                   n_items * ch // chunks, n_items * (ch + 1) // chunks, True)
+    counters = chunk_counters(threads)
+    for thread in prange(threads):
+        ch, turn = next_chunk(counters, thread, 0, threads, chunks)
+        while ch < chunks:
+            _rows_work(base, geo, block, pieces, square, False, out, wide, hi, lo,
+                       n_items * ch // chunks, n_items * (ch + 1) // chunks, True)
+            ch, turn = next_chunk(counters, thread, turn, threads, chunks)
     return _settle(hi, lo, pieces, square, False, out, wide)
 
 
@@ -1559,9 +1569,13 @@ def _cols_parallel(base, geo, square, out, wide, scratch, most):
     pieces, n_items = _cols_schedule(geo, comp, threads, most)
     hi, lo = _partials(scratch, _outputs(out, wide), pieces, comp)
     chunks = min(n_items, CHUNKS_PER_THREAD * threads)
-    for ch in prange(chunks):
-        _cols_work(base, geo, pieces, square, comp, out, wide, hi, lo,
-                   n_items * ch // chunks, n_items * (ch + 1) // chunks)
+    counters = chunk_counters(threads)
+    for thread in prange(threads):
+        ch, turn = next_chunk(counters, thread, 0, threads, chunks)
+        while ch < chunks:
+            _cols_work(base, geo, pieces, square, comp, out, wide, hi, lo,
+                       n_items * ch // chunks, n_items * (ch + 1) // chunks)
+            ch, turn = next_chunk(counters, thread, turn, threads, chunks)
     return _settle(hi, lo, pieces, square, comp, out, wide)
 
 
