@@ -1056,3 +1056,18 @@ def test_log1p_against_mpmath():
             worst = max(worst, float(abs(mpmath.mpf(got) - exact) / np.spacing(abs(float(exact)))))
     assert worst <= 2.5  # measured 2.43 on 62,000 points (z = s / (2 + s) carries 1.5 ulp)
     assert exp_module.log1p_from(-0.0) == 0.0
+
+
+@pytest.mark.parametrize("rows", [8192, 8193, 12000])
+def test_small_float64_columns_on_either_side_of_the_exact_grid_sums(rows) -> None:
+    """A small float64 array's columns add their terms' grid parts plainly up to GRID_TERMS
+    terms an output (where they sum exactly) and with compensation beyond: within 2 ulps either
+    side of the bound, rows that cancel to a result near 0 included."""
+    from onnx_reduce.kernels.fast.log_sum_exp import GRID_TERMS, PARALLEL_MIN
+
+    assert GRID_TERMS == 8192
+    assert rows * 3 < PARALLEL_MIN  # the small, serial kernel
+    rng = np.random.default_rng(rows)
+    x = rng.standard_normal((rows, 3)) * 3.0
+    x[:, 2] = -np.log(rows) + rng.standard_normal(rows) * 1e-3  # a result within ~1e-3 of 0
+    assert_close(x, (0,), fast_lse(x, axes=[0]))

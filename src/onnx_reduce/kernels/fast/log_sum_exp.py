@@ -644,8 +644,9 @@ def _two_prod(a, b):
 
 
 #: Adding and subtracting _SIGMA rounds a term in [0, 2] to a multiple of 2**-40: those parts
-#: of up to 2**13 terms add up exactly in any order.
+#: of up to GRID_TERMS terms (each at most 1) add up exactly in any order.
 _SIGMA = 1.5 * 2.0**12
+GRID_TERMS = 1 << 13
 
 
 @njit(cache=True, fastmath={"contract"}, inline="always")
@@ -1822,8 +1823,10 @@ def _small_columns(base, geo, out):
     memory order: each row slice updates its adjacent outputs' maxima (pass 1), then their
     terms and ties (pass 2). Indices are unsigned (no negative-index wraparound code in the
     loops) and nothing is sliced per row: faster on narrow slices than the general column
-    kernel, whose work items have setup. Its setup and final loop repeat :func:`_small_rows`'
-    on purpose (docs/kernel-design.md, "Deliberate separation and repetition").
+    kernel, whose work items have setup. float64 adds the terms' grid parts plainly where each
+    output has at most GRID_TERMS (exact; compensated beyond). Its setup and final loop repeat
+    :func:`_small_rows`' on purpose (docs/kernel-design.md, "Deliberate separation and
+    repetition").
     """
     wide_vectors()
     sizes, _, ost = merged_dims(geo)
@@ -1840,6 +1843,7 @@ def _small_columns(base, geo, out):
     idx = np.zeros(m, np.int64)
     bits = _bits_view(base)
     comp = is_float64(base)
+    exact_grid = base.size // n_out <= GRID_TERMS  # terms per output
     for first in (True, False):
         idx[:] = 0
         o = 0
@@ -1854,6 +1858,15 @@ def _small_columns(base, geo, out):
                     r = su + np.uint64(j)
                     keys[q] = max(keys[q], _key(bits, r))
                     mags[q] = max(mags[q], _magnitude(bits, r))
+            elif comp and exact_grid:  # the grid parts add up exactly: no error to keep
+                for j in range(n_in):
+                    q = ou + np.uint64(j)
+                    x = _wide(base[su + np.uint64(j)])
+                    p = peaks[q]
+                    v, rest = _term_parts(x, p)  # for every lane, then masked
+                    his[q] += v if x < p else 0.0
+                    los[q] += rest if x < p else 0.0
+                    ties[q] += 1.0 if x == p else 0.0
             elif comp:
                 for j in range(n_in):
                     q = ou + np.uint64(j)
