@@ -8,8 +8,9 @@ like the reference path, computed in float64 and rounded once to the input dtype
   whether a NaN is present; a NaN, +inf or all--inf output needs no exponentials;
 * ``exp(x - m)`` is the polynomial of :mod:`._exp` (float64 inputs get the half-ulp one,
   narrower inputs the 2**-37 one), added in blocks with reassociation (vectorized), the block
-  sums folded with Neumaier's compensated summation; the ties with ``m`` are counted apart, so
-  a tiny result (``[0, -40]`` -> 4.25e-18) keeps its digits.
+  sums folded with Neumaier's compensated summation; a tiny result (``[0, -40]`` -> 4.25e-18)
+  keeps its digits: narrower floats count the ties with ``m`` apart, float64 adds their exact
+  1s among its terms' grid parts and finishes with a TwoSum.
 
 Layouts come from :func:`._common.canonical` (no copy, any strides, never a whole-array copy).
 Rows (the innermost dim is reduced: inner, all, non-adjacent axes): float64, and narrower floats
@@ -654,7 +655,8 @@ def _term_parts(x, m):
     """float64 ``exp(x - m)`` for ``x <= m`` as (multiple of 2**-40, rest): ``x - m`` carried
     exactly (TwoDiff), ``exp(d + dl)`` as ``exp(d) + exp(d) dl`` with the half-ulp
     :func:`._exp.exp_nonpos_normal` (within 1.28 u relative: one polynomial per term keeps
-    float64 as fast as the plain sum). Gaps under -708, -inf and NaN give (0, 0)."""
+    float64 as fast as the plain sum). A tie (``x == m``) gives exactly (1, 0); gaps under -708,
+    -inf and NaN give (0, 0)."""
     d = x - m
     z = d - x
     dl = (x - (d - z)) + (-m - z)
@@ -698,20 +700,19 @@ def _read_bits(base, bits):
 
 @njit(cache=True, fastmath=REASSOC, inline="always")
 def _add_terms(seg, m):
-    """(sum of terms, float64 rest, ties) of ``seg`` against the shift ``m``: ``exp(x - m)`` for
-    ``x < m`` (float64: split by :func:`_term_parts`, the rest kept apart), and the count of
-    ``x == m`` (the ties add exactly 1 each, apart, so a tiny result keeps its digits)."""
+    """(sum of terms, float64 rest, ties) of ``seg`` against the shift ``m``. float64: every
+    ``exp(x - m)`` split by :func:`_term_parts` (the ties' exact 1s among the grid parts, no
+    count: :func:`_finish`'s TwoSum keeps a tiny result's digits), ties 0. Narrower: the terms
+    of ``x < m`` and the count of ``x == m`` (the ties add exactly 1 each, apart)."""
     wide_vectors()
     tail = 0.0
     rest = 0.0
     ties = 0.0
     if is_float64(seg):
         for i in range(seg.size):
-            x = seg[i]
-            big, small = _term_parts(x, m)
-            tail += big if x < m else 0.0
-            rest += small if x < m else 0.0
-            ties += 1.0 if x == m else 0.0
+            big, small = _term_parts(seg[i], m)
+            tail += big
+            rest += small
     else:
         for i in range(seg.size):
             x = _wide(seg[i])
@@ -1078,15 +1079,14 @@ def _tiny_row_sums(base, bits, start, n, peaks, his, los, ties):
         tie = 0.0
         for i in range(length):
             if is_float64(base):
-                x = base[at + i]
-                big, small = _term_parts(x, m)
-                tail += big if x < m else 0.0
-                rest += small if x < m else 0.0
+                big, small = _term_parts(base[at + i], m)
+                tail += big
+                rest += small
             else:
                 x = _wide(base[at + i])
                 e = _term(base, x - m)
                 tail += e if x < m else 0.0
-            tie += 1.0 if x == m else 0.0
+                tie += 1.0 if x == m else 0.0
         peaks[j] = m
         his[j] = tail
         los[j] = rest
@@ -1415,30 +1415,20 @@ def _keys4(s0, s1, s2, s3, keys, mags):
 @njit(cache=True)
 def _terms_slice(seg, peaks, his, los, ties):
     """Add one row slice's terms into the per-output accumulators (float64: the terms' parts
-    on the 2**-40 grid into ``his``, exact for BLOCK rows, the rest into ``los``)."""
+    on the 2**-40 grid into ``his``, exact for BLOCK rows, ties' 1s included, the rest into
+    ``los``; narrower: as :func:`_add_terms`)."""
     wide_vectors()
     if is_float64(seg):
         for j in range(seg.size):
-            x = seg[j]
-            m = peaks[j]
-            v, rest = _term_parts(x, m)  # for every lane, then masked
-            his[j] += v if x < m else 0.0
-            los[j] += rest if x < m else 0.0
-            ties[j] += 1.0 if x == m else 0.0
+            v, rest = _term_parts(seg[j], peaks[j])
+            his[j] += v
+            los[j] += rest
     else:
         for j in range(seg.size):
             x = _wide(seg[j])
             m = peaks[j]
             his[j] += _term(seg, x - m) if x < m else 0.0
             ties[j] += 1.0 if x == m else 0.0
-
-
-@njit(cache=True, inline="always")
-def _parts_below(x, m):
-    """The float64 term of ``x`` as :func:`_term_parts`, (0, 0) unless ``x < m``."""
-    v, rest = _term_parts(x, m)  # for every lane, then masked (the loops vectorize)
-    below = x < m
-    return (v if below else 0.0), (rest if below else 0.0)
 
 
 @njit(cache=True)
@@ -1448,18 +1438,12 @@ def _terms4(s0, s1, s2, s3, peaks, his, los, ties):
     if is_float64(s0):
         for j in range(peaks.size):
             m = peaks[j]
-            x0 = _wide(s0[j])
-            x1 = _wide(s1[j])
-            x2 = _wide(s2[j])
-            x3 = _wide(s3[j])
-            v0, r0 = _parts_below(x0, m)
-            v1, r1 = _parts_below(x1, m)
-            v2, r2 = _parts_below(x2, m)
-            v3, r3 = _parts_below(x3, m)
+            v0, r0 = _term_parts(s0[j], m)
+            v1, r1 = _term_parts(s1[j], m)
+            v2, r2 = _term_parts(s2[j], m)
+            v3, r3 = _term_parts(s3[j], m)
             his[j] += (v0 + v1) + (v2 + v3)  # exact: all on the 2**-40 grid
             los[j] += (r0 + r1) + (r2 + r3)
-            ties[j] += (((1.0 if x0 == m else 0.0) + (1.0 if x1 == m else 0.0))
-                        + ((1.0 if x2 == m else 0.0) + (1.0 if x3 == m else 0.0)))
     else:
         for j in range(peaks.size):
             m = peaks[j]
@@ -1861,23 +1845,15 @@ def _small_columns(base, geo, out):
             elif comp and exact_grid:  # the grid parts add up exactly: no error to keep
                 for j in range(n_in):
                     q = ou + np.uint64(j)
-                    x = _wide(base[su + np.uint64(j)])
-                    p = peaks[q]
-                    v, rest = _term_parts(x, p)  # for every lane, then masked
-                    his[q] += v if x < p else 0.0
-                    los[q] += rest if x < p else 0.0
-                    ties[q] += 1.0 if x == p else 0.0
+                    v, rest = _term_parts(base[su + np.uint64(j)], peaks[q])
+                    his[q] += v
+                    los[q] += rest
             elif comp:
                 for j in range(n_in):
                     q = ou + np.uint64(j)
-                    x = _wide(base[su + np.uint64(j)])
-                    p = peaks[q]
-                    v, rest = _term_parts(x, p)  # for every lane, then masked
-                    v = v if x < p else 0.0
-                    rest = rest if x < p else 0.0
+                    v, rest = _term_parts(base[su + np.uint64(j)], peaks[q])
                     his[q], err = ordered_two_sum(his[q], v, True)
                     los[q] += err + rest
-                    ties[q] += 1.0 if x == p else 0.0
             else:
                 for j in range(n_in):
                     q = ou + np.uint64(j)
