@@ -19,7 +19,7 @@ from numba import njit, prange, types
 from numba.core.registry import CPUDispatcher
 
 import onnx_reduce
-from onnx_reduce.kernels.fast import _common, log_sum_exp, sum_l2
+from onnx_reduce.kernels.fast import _common, log_sum_exp, state_rows, sum_l2
 from onnx_reduce.spec.dtypes import bfloat16
 
 
@@ -144,7 +144,8 @@ def test_entry_for_takes_arrays_of_its_item_size_as_they_are(storage, given) -> 
 
 
 def _kernels_taking_the_input() -> list:
-    return [value for module in (sum_l2, log_sum_exp) for value in vars(module).values()
+    return [value for module in (sum_l2, log_sum_exp, state_rows)
+            for value in vars(module).values()
             if isinstance(value, CPUDispatcher)
             and next(iter(inspect.signature(value.py_func).parameters), None) == "base"]
 
@@ -157,8 +158,9 @@ def test_every_path_hands_the_kernels_a_read_only_input(dtype) -> None:
     frozen = x[:4].copy()
     frozen.flags.writeable = False
     functions = [onnx_reduce.reduce_sum, onnx_reduce.reduce_l2]
-    if np.dtype(dtype).kind == "f":
-        functions.append(onnx_reduce.reduce_log_sum_exp)
+    if np.dtype(dtype).kind == "f":  # (the last two: the state rows' kernels, float64 sums)
+        functions += [onnx_reduce.reduce_log_sum_exp, onnx_reduce.reduce_log_sum,
+                      onnx_reduce.reduce_sum_square]
     arrays = [x[:4], x[:4, ::-1], frozen, x[:16, :3]]
     if dtype == np.float32:
         arrays.append(x)  # threaded (one dtype: the threaded kernels compile slowly)

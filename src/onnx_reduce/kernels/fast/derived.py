@@ -427,13 +427,21 @@ def _walk_of(data: np.ndarray, plan: ReductionPlan) -> tuple | None:
     found = _row_walk(data, plan)
     if found is not None:
         rows, slabs = found
-        return (data.reshape(-1), *rows), slabs
+        return (_read_only(data.reshape(-1)), *rows), slabs
     n = plan.reduced_size
     if (type(data) is not np.ndarray or not data.flags.c_contiguous
             or data.nbytes >= ONE_CALL_THREADED_BYTES or n > blocks.BLOCK_ELEMENTS):
         return None
     view, _ = kept_first(data, plan)
-    return (np.ascontiguousarray(view).reshape(-1), data.size // n, n, n, 1), (1, 0, True)
+    base = _read_only(np.ascontiguousarray(view).reshape(-1))
+    return (base, data.size // n, n, n, 1), (1, 0, True)
+
+
+def _read_only(base: np.ndarray) -> np.ndarray:
+    """``base`` marked read-only (a view when ``base`` is one): the kernels then run one
+    compiled variant for writeable and read-only inputs."""
+    base.setflags(write=False)
+    return base
 
 
 def _row_walk(data: np.ndarray, plan: ReductionPlan) -> tuple[tuple, tuple] | None:

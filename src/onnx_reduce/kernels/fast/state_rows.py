@@ -554,6 +554,7 @@ def _layout(block: np.ndarray) -> tuple[np.ndarray, int, int, int, int] | None:
     span = (m - 1) * rs + (n - 1) * cs + 1
     storage = storage_view(block)
     base = np.lib.stride_tricks.as_strided(storage, shape=(span,), strides=(size,))
+    base.setflags(write=False)  # one compiled variant for writeable and read-only blocks
     return base, m, n, rs, cs
 
 
