@@ -1359,9 +1359,10 @@ _guess_contiguous = _GUESSES.contiguous
 def _slab_piece(base, bits, first, last, n, p, pieces, guesses, sums):
     """Slabs ``first..last`` of :func:`_slab_rows`, in memory order: each output's shift
     guessed from the first PROBE elements of its row in slab ``first``, then every row's
-    terms added to its output's compensated sum (LONG_BLOCK elements at a time); written to
-    the outputs' piece ``p``, the guess NaN where it does not serve (:func:`_guess_range`'s
-    rule)."""
+    terms added to its output's compensated sum (LONG_BLOCK elements at a time, the next
+    block prefetched: the hardware prefetcher alone leaves one thread well short of the
+    memory); written to the outputs' piece ``p``, the guess NaN where it does not serve
+    (:func:`_guess_range`'s rule)."""
     outputs = guesses.size // pieces
     pitch = outputs * n  # elements per slab
     his = np.zeros(outputs)
@@ -1378,7 +1379,10 @@ def _slab_piece(base, bits, first, last, n, p, pieces, guesses, sums):
             start = s * pitch + t * n
             state = (his[t], los[t])
             for a in range(0, n, LONG_BLOCK):
-                part = _guess_contiguous(base, start + a, min(LONG_BLOCK, n - a), m)
+                c = min(LONG_BLOCK, n - a)
+                for k in range(start + a + c, min(start + a + c + LONG_BLOCK, bits.size), LINE):
+                    prefetch(bits, k)  # the next block, of this row or the next
+                part = _guess_contiguous(base, start + a, c, m)
                 if _over_cap(part):
                     guesses[t * pieces + p] = np.nan
                     break
