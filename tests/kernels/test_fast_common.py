@@ -158,7 +158,7 @@ def test_every_path_hands_the_kernels_a_read_only_input(dtype) -> None:
     frozen = x[:4].copy()
     frozen.flags.writeable = False
     functions = [onnx_reduce.reduce_sum, onnx_reduce.reduce_l2]
-    if np.dtype(dtype).kind == "f":  # (the last two: the state rows' kernels, float64 sums)
+    if np.dtype(dtype).kind == "f":  # LogSum and SumSquare: the state rows' float64 sums too
         functions += [onnx_reduce.reduce_log_sum_exp, onnx_reduce.reduce_log_sum,
                       onnx_reduce.reduce_sum_square]
     arrays = [x[:4], x[:4, ::-1], frozen, x[:16, :3]]
