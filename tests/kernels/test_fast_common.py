@@ -200,12 +200,14 @@ def test_rounded_and_float64_outputs_share_the_row_and_column_kernels() -> None:
 def _both_sums(a, b, nonneg):  # pragma: no cover - compiled
     s, e = _common.two_sum(a, b)
     t, f = _common.ordered_two_sum(a, b, nonneg)
-    return s, e, t, f
+    u, g = _common.exact_add(a, b, nonneg)
+    return s, e, t, f, u, g
 
 
-def test_ordered_two_sum_gives_two_sum_s_exact_error() -> None:
-    """Fast2Sum on the operands ordered by magnitude: the exact error of every finite sum,
-    across 600 binades (subnormals, opposite signs, ties of magnitude included)."""
+def test_ordered_two_sum_and_exact_add_give_two_sum_s_exact_error() -> None:
+    """Fast2Sum on the operands ordered by magnitude, and this CPU's exact_add: the exact
+    error of every finite sum, across 600 binades (subnormals, opposite signs, ties of
+    magnitude included)."""
     rng = np.random.default_rng(5)
     a = rng.standard_normal(20_000) * np.exp2(rng.integers(-1070, 1000, 20_000).astype(float))
     b = rng.standard_normal(20_000) * np.exp2(rng.integers(-1070, 1000, 20_000).astype(float))
@@ -215,9 +217,9 @@ def test_ordered_two_sum_gives_two_sum_s_exact_error() -> None:
     for x, y in ((a, b), (b, a), (a, near), (np.abs(a), np.abs(b))):
         nonneg = bool((x >= 0).all() and (y >= 0).all())
         for v, w in zip(x.tolist(), y.tolist(), strict=True):
-            s, e, t, f = _both_sums(v, w, nonneg)
+            s, e, t, f, u, g = _both_sums(v, w, nonneg)
             if math.isfinite(s):
-                assert (s, e) == (t, f), (v, w)
+                assert (s, e) == (t, f) == (u, g), (v, w)
 
 
 @njit

@@ -43,7 +43,7 @@ The API, kept small and stable (also used by :mod:`.log_sum_exp`):
   ``memory_order_geometry``) and their accessors ``kept_dims``, ``reduced_dims``,
   ``merged_dims`` (njit-callable too); ``next_outer(idx, sizes, ost, last, o)``
   (njit-callable): an odometer over a memory-order geometry's outer dims.
-* ``neumaier(s, c, x)`` / ``two_sum(a, b)`` / ``ordered_two_sum(a, b)`` (njit-callable):
+* ``neumaier(s, c, x)`` / ``two_sum(a, b)`` / ``exact_add(a, b)`` (njit-callable):
   compensated adds, for callers
   compiled without fast-math (which would cancel the error terms).
 * ``prefetch(arr, index)`` (njit-callable): hint the cache line of ``arr[index]`` into L2
@@ -71,6 +71,7 @@ from typing import Any
 
 import numba
 import numpy as np
+from llvmlite import binding as llvm_binding
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils, config
@@ -773,12 +774,31 @@ def two_sum(a, b):
 @njit(cache=True, nogil=True, inline="always")
 def ordered_two_sum(a, b, nonneg=False):
     """:func:`two_sum`'s sum and error by Fast2Sum on the operands ordered by magnitude
-    (selects, so loops still vectorize): three adds instead of six, which bounds column sums
-    by their adds; ``nonneg`` (both >= 0, e.g. squares) orders them without ``abs``. The same
-    error whenever the sum is finite; an overflowed sum's error is ±inf instead of NaN
-    (callers return a non-finite sum as it is). No fast-math here."""
+    (selects, so loops still vectorize): three adds instead of six; ``nonneg`` (both >= 0)
+    orders them without ``abs``. The same error whenever the sum is finite; an overflowed
+    sum's error is ±inf instead of NaN (callers return a non-finite sum as it is)."""
     s = a + b
     first = a >= b if nonneg else abs(a) >= abs(b)
     big = a if first else b
     small = b if first else a
     return s, (big - s) + small
+
+
+#: Whether :func:`exact_add` of signed terms puts the operands in order of magnitude (Fast2Sum:
+#: three adds, two ``abs``, a compare and two selects) rather than run TwoSum (six adds). AMD's
+#: Zen cores add on two of their four floating-point pipes and do the rest on the other two;
+#: Intel's AVX-512 cores run all of it on the same two ports, where six operations beat eight
+#: (docs/kernel-design.md, "Arithmetic"). Read from the host CPU once; numba keeps its cache
+#: per CPU name, so a kernel compiled on one kind never runs on the other.
+ORDERED_ADDS = llvm_binding.get_host_cpu_name().startswith("znver")
+
+
+@njit(cache=True, nogil=True, inline="always")
+def exact_add(a, b, nonneg=False):
+    """:func:`two_sum`'s sum and error by the cheaper branch-free form on this CPU:
+    :func:`ordered_two_sum` where :data:`ORDERED_ADDS` says so, and always for ``nonneg``
+    terms (both >= 0, e.g. squares: a compare orders them), else :func:`two_sum`. No
+    fast-math here."""
+    if nonneg or ORDERED_ADDS:
+        return ordered_two_sum(a, b, nonneg)
+    return two_sum(a, b)

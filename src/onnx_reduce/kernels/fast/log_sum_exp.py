@@ -69,6 +69,7 @@ from ._common import (
     canonical,
     chunk_counters,
     entry_for,
+    exact_add,
     flat_offset,
     frozen,
     is_float64,
@@ -78,7 +79,6 @@ from ._common import (
     neumaier,
     next_chunk,
     next_outer,
-    ordered_two_sum,
     parallel_section,
     prefetch,
     reduced_dims,
@@ -1504,7 +1504,7 @@ def _column_sums(base, bits, off, width, step, rs, rst, a, b, peaks, his, los, t
         _column_terms(base, bits, off, width, step, rs, rst, r, min(b, r + BLOCK),
                       (peaks, grid, rest, ties))
         for j in range(width):
-            his[j], err = ordered_two_sum(his[j], grid[j], True)  # terms are >= 0
+            his[j], err = exact_add(his[j], grid[j], True)  # terms are >= 0
             los[j] = (los[j] + err) + rest[j]
 
 
@@ -1856,7 +1856,7 @@ def _small_columns(base, geo, out):
                 for j in range(n_in):
                     q = ou + np.uint64(j)
                     v, rest = _term_parts(base[su + np.uint64(j)], peaks[q])
-                    his[q], err = ordered_two_sum(his[q], v, True)
+                    his[q], err = exact_add(his[q], v, True)
                     los[q] += err + rest
             else:
                 for j in range(n_in):

@@ -34,7 +34,7 @@ from numba import njit
 
 from ...spec.dtypes import is_float
 from ..states import ZERO_SCALE
-from ._common import REASSOC, ordered_two_sum, storage_view, two_sum, wide_vectors, widen
+from ._common import REASSOC, exact_add, storage_view, two_sum, wide_vectors, widen
 from ._exp import exp_nonpos
 from ._lanes import fma
 
@@ -218,9 +218,9 @@ def _short_peaks(base, m, n, rs, magnitude, peak):  # pragma: no cover - compile
 @njit(cache=True, nogil=True, inline="always")
 def _accumulate(hi, lo, k, h, e, nonneg):  # pragma: no cover - compiled
     """Lane ``k``'s double-double ``hi[k] + lo[k]`` gains ``h + e`` (``e`` a low part): the
-    high parts' sum and exact error (:func:`._common.ordered_two_sum`; ``nonneg``: the lanes
+    high parts' sum and exact error (:func:`._common.exact_add`; ``nonneg``: the lanes
     and terms are >= 0), that error and ``e`` into the low."""
-    s, err = ordered_two_sum(hi[k], h, nonneg)
+    s, err = exact_add(hi[k], h, nonneg)
     hi[k] = s
     lo[k] += err + e
 

@@ -68,6 +68,7 @@ from ._common import (
     canonical,
     chunk_counters,
     entry_for,
+    exact_add,
     frozen,
     is_bfloat16,
     is_float32,
@@ -79,7 +80,6 @@ from ._common import (
     next_chunk,
     next_outer,
     only_for,
-    ordered_two_sum,
     pair_bits,
     parallel_section,
     prefetch,
@@ -1247,9 +1247,9 @@ def _term(base, a, square):
 
 @njit(cache=True, nogil=True, inline="always")
 def _two_sum_into(s, c, j, v, square):
-    """``s[j] += v``, the rounding error into ``c[j]`` (:func:`._common.ordered_two_sum`:
+    """``s[j] += v``, the rounding error into ``c[j]`` (:func:`._common.exact_add`:
     branch-free, so the loops over ``j`` vectorize; sums of squares are not negative)."""
-    s[j], e = ordered_two_sum(s[j], v, square)
+    s[j], e = exact_add(s[j], v, square)
     c[j] += e
 
 
@@ -1679,8 +1679,8 @@ def _add_block(base, a, n_rows, width, square, comp, s, c, o, presum):
             a0 = np.uint64(a + r * width)
             a1 = a0 + uw
             for j in range(uw):
-                t, e0 = ordered_two_sum(s[uo + j], _term(base, a0 + j, square), square)
-                s[uo + j], e1 = ordered_two_sum(t, _term(base, a1 + j, square), square)
+                t, e0 = exact_add(s[uo + j], _term(base, a0 + j, square), square)
+                s[uo + j], e1 = exact_add(t, _term(base, a1 + j, square), square)
                 c[uo + j] = (c[uo + j] + e0) + e1
         first = n_rows - (n_rows - first) % 2
     for r in range(first, n_rows):
