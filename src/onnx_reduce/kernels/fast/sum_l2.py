@@ -1650,8 +1650,9 @@ def _add_block(base, a, n_rows, width, square, comp, s, c, o, presum):
     """Add the ``n_rows`` contiguous rows of ``width`` elements from ``base[a]`` into
     ``s[o:o + width]``. Widened float16/bfloat16/float32 and integers: four rows per
     accumulator update (two neighbouring rows from each half, as :func:`_add_rows`), then the
-    rows left: a quarter of the accumulator loads and stores. float64: two rows per update,
-    each element TwoSum-compensated into ``c`` on its own (pre-summed rows lose accuracy), or
+    rows left: a quarter of the accumulator loads and stores. float64: four rows per update,
+    each element added on its own (:func:`._common.exact_add`) and its error into ``c`` in row
+    order, the bits of row by row (pre-summed rows lose accuracy), or
     with ``presum`` four rows per TwoSum as the column kernel adds them (:func:`_add_row_pairs`,
     faster on large narrow slices). Inlined: a call taking the arrays would cost atomic
     reference-count updates per block (docs/kernel-design.md, "Small arrays")."""
@@ -1674,15 +1675,19 @@ def _add_block(base, a, n_rows, width, square, comp, s, c, o, presum):
                 s[uo + j] += ((_term(base, a0 + j, square) + _term(base, a1 + j, square))
                               + (_term(base, a2 + j, square) + _term(base, a3 + j, square)))
     first = 2 * h
-    if comp:  # two rows per accumulator update, each element added on its own: the same bits
-        for r in range(first, n_rows - 1, 2):
+    if comp:  # four rows per accumulator update, each element added on its own: the same bits
+        for r in range(first, n_rows - 3, 4):
             a0 = np.uint64(a + r * width)
             a1 = a0 + uw
+            a2 = a1 + uw
+            a3 = a2 + uw
             for j in range(uw):
                 t, e0 = exact_add(s[uo + j], _term(base, a0 + j, square), square)
-                s[uo + j], e1 = exact_add(t, _term(base, a1 + j, square), square)
-                c[uo + j] = (c[uo + j] + e0) + e1
-        first = n_rows - (n_rows - first) % 2
+                t, e1 = exact_add(t, _term(base, a1 + j, square), square)
+                t, e2 = exact_add(t, _term(base, a2 + j, square), square)
+                s[uo + j], e3 = exact_add(t, _term(base, a3 + j, square), square)
+                c[uo + j] = (((c[uo + j] + e0) + e1) + e2) + e3
+        first = n_rows - (n_rows - first) % 4
     for r in range(first, n_rows):
         row = np.uint64(a + r * width)
         if comp:
