@@ -788,9 +788,10 @@ def ordered_two_sum(a, b, nonneg=False):
 #: three adds, two ``abs``, a compare and two selects) rather than run TwoSum (six adds). AMD's
 #: Zen cores add on two of their four floating-point pipes and do the rest on the other two;
 #: Intel's AVX-512 cores run all of it on the same two ports, where six operations beat eight
-#: (docs/kernel-design.md, "Arithmetic"). Read from the host CPU once; numba keeps its cache
-#: per CPU name, so a kernel compiled on one kind never runs on the other.
-ORDERED_ADDS = llvm_binding.get_host_cpu_name().startswith("znver")
+#: (docs/kernel-design.md, "Arithmetic"). Read once from the CPU name numba compiles for
+#: (``NUMBA_CPU_NAME``, else the host's), the name its on-disk cache is kept under, so a kernel
+#: compiled for one kind never runs on the other.
+ORDERED_ADDS = (config.CPU_NAME or llvm_binding.get_host_cpu_name()).startswith("znver")
 
 
 @njit(cache=True, nogil=True, inline="always")
