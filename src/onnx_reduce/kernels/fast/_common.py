@@ -94,6 +94,7 @@ from ._exp import float32_to_half, half_to_float32
 
 __all__ = [
     "CHUNKS_PER_THREAD",
+    "CPU_NAME",
     "REASSOC",
     "Canonical",
     "c_packed",
@@ -784,14 +785,17 @@ def ordered_two_sum(a, b, nonneg=False):
     return s, (big - s) + small
 
 
+#: The CPU name numba compiles for (``NUMBA_CPU_NAME``, else the host's): the name its on-disk
+#: cache is kept under, so a form chosen by it always matches the cached kernel's.
+CPU_NAME: str = config.CPU_NAME or llvm_binding.get_host_cpu_name()
+
 #: Whether :func:`exact_add` of signed terms puts the operands in order of magnitude (Fast2Sum:
 #: three adds, two ``abs``, a compare and two selects) rather than run TwoSum (six adds). AMD's
 #: Zen cores add on two of their four floating-point pipes and do the rest on the other two;
 #: Intel's AVX-512 cores run all of it on the same two ports, where six operations beat eight
-#: (docs/kernel-design.md, "Arithmetic"). Read once from the CPU name numba compiles for
-#: (``NUMBA_CPU_NAME``, else the host's), the name its on-disk cache is kept under, so a kernel
-#: compiled for one kind never runs on the other.
-ORDERED_ADDS = (config.CPU_NAME or llvm_binding.get_host_cpu_name()).startswith("znver")
+#: (docs/kernel-design.md, "Arithmetic"). Read from :data:`CPU_NAME`: a kernel compiled for
+#: one kind never runs on the other.
+ORDERED_ADDS = CPU_NAME.startswith("znver")
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -6,11 +6,11 @@ like the reference path, computed in float64 and rounded once to the input dtype
 * the maximum is an integer maximum of order-preserving keys of the float bits (it vectorizes,
   unlike a float maximum that must keep NaN), plus the largest magnitude bits, which tell
   whether a NaN is present; a NaN, +inf or all--inf output needs no exponentials;
-* ``exp(x - m)`` is the polynomial of :mod:`._exp` (float64 inputs get the half-ulp one,
-  narrower inputs the 2**-37 one), added in blocks with reassociation (vectorized), the block
-  sums folded with Neumaier's compensated summation; a tiny result (``[0, -40]`` -> 4.25e-18)
-  keeps its digits: narrower floats count the ties with ``m`` apart, float64 adds their exact
-  1s among its terms' grid parts and finishes with a TwoSum.
+* ``exp(x - m)`` is a polynomial of :mod:`._exp` (float64 inputs get a half-ulp one,
+  :data:`TABLE_TERMS`, narrower inputs the 2**-37 one), added in blocks with reassociation
+  (vectorized), the block sums folded with Neumaier's compensated summation; a tiny result
+  (``[0, -40]`` -> 4.25e-18) keeps its digits: narrower floats count the ties with ``m``
+  apart, float64 adds their exact 1s among its terms' grid parts and finishes with a TwoSum.
 
 Layouts come from :func:`._common.canonical` (no copy, any strides, never a whole-array copy).
 Rows (the innermost dim is reduced: inner, all, non-adjacent axes): float64, and narrower floats
@@ -64,6 +64,7 @@ from ..exact_lse import fast_bound, refine_log_sum_exp, suspects, threshold
 from ..reference import kept_first
 from ._common import (
     CHUNKS_PER_THREAD,
+    CPU_NAME,
     REASSOC,
     Canonical,
     canonical,
@@ -96,6 +97,7 @@ from ._exp import (
     exp_nonpos,
     exp_nonpos_normal,
     exp_nonpos_short,
+    exp_nonpos_table,
     exp_open,
     exp_split,
     half_to_float64,
@@ -650,18 +652,27 @@ _SIGMA = 1.5 * 2.0**12
 GRID_TERMS = 1 << 13
 
 
+#: float64 terms by :func:`._exp.exp_nonpos_table` (two gathers, a degree-5 polynomial) rather
+#: than :func:`._exp.exp_nonpos_normal` (degree 10, no table): fewer operations on the two
+#: vector ports of Intel's AVX-512 cores, whose gathers are quick; AMD's Zen cores keep the
+#: polynomial (docs/kernel-design.md, "ReduceLogSumExp"). Chosen by the CPU name numba
+#: compiles for, like ``_common.ORDERED_ADDS``.
+TABLE_TERMS = not CPU_NAME.startswith("znver")
+
+
 @njit(cache=True, fastmath={"contract"}, inline="always")
 def _term_parts(x, m):
     """float64 ``exp(x - m)`` for ``x <= m`` as (multiple of 2**-40, rest): ``x - m`` carried
-    exactly (TwoDiff), ``exp(d + dl)`` as ``exp(d) + exp(d) dl`` with the half-ulp
-    :func:`._exp.exp_nonpos_normal` (within 1.28 u relative: one polynomial per term keeps
-    float64 as fast as the plain sum). A tie (``x == m``) gives exactly (1, 0); gaps under -708,
+    exactly (TwoDiff), ``exp(d + dl)`` as ``exp(d) + exp(d) dl`` with a half-ulp exp
+    (:data:`TABLE_TERMS`; within 1.28 u relative either way: one exp per term keeps float64
+    as fast as the plain sum). A tie (``x == m``) gives exactly (1, 0); gaps under -708,
     -inf and NaN give (0, 0)."""
     d = x - m
     z = d - x
     dl = (x - (d - z)) + (-m - z)
     live = d > -708.0  # smaller terms (< 2**-1021) are invisible beside the maximum's 1
-    h = exp_nonpos_normal(d if live else -708.0)
+    gap = d if live else -708.0
+    h = exp_nonpos_table(gap) if TABLE_TERMS else exp_nonpos_normal(gap)
     small = h * dl
     big = (h + _SIGMA) - _SIGMA
     return (big, (h - big) + small) if live else (0.0, 0.0)
