@@ -34,6 +34,9 @@ def _negative(part):
 
 _SUMS = traversal.row_walks("test_sums", part=_sum_part, empty=traversal.zero,
                             join=traversal.add, start=traversal.zero, fold=traversal.add)
+_SUMS_AHEAD = traversal.row_walks("test_sums_ahead", part=_sum_part, empty=traversal.zero,
+                                  join=traversal.add, start=traversal.zero,
+                                  fold=traversal.add, prefetch_ahead=True)
 _UNTIL_NEGATIVE = traversal.row_walks("test_until_negative", part=_sum_part,
                                       empty=traversal.zero, join=traversal.add,
                                       start=traversal.zero, fold=traversal.add,
@@ -88,13 +91,30 @@ def test_row_walk_adds_every_reduced_element_of_each_output_once(shape, data, bl
     reduced = _offsets(canon.red_sizes, canon.red_strides)
     for kept in canon.offset + _offsets(canon.kept_sizes, canon.kept_strides):
         expected = base[kept + reduced].sum()
-        whole, done = _SUMS.walk(base, base, kept, rs, rst, n, step, 0, total, 0.0, block)
-        half = total // 2
-        first, _ = _SUMS.walk(base, base, kept, rs, rst, n, step, 0, half, 0.0, block)
-        second, _ = _SUMS.walk(base, base, kept, rs, rst, n, step, half, total, 0.0, block)
-        assert done
-        assert whole == expected
-        assert first + second == expected
+        for walks in (_SUMS, _SUMS_AHEAD):
+            whole, done = walks.walk(base, base, kept, rs, rst, n, step, 0, total, 0.0, block)
+            half = total // 2
+            first, _ = walks.walk(base, base, kept, rs, rst, n, step, 0, half, 0.0, block)
+            second, _ = walks.walk(base, base, kept, rs, rst, n, step, half, total, 0.0, block)
+            assert done
+            assert whole == expected
+            assert first + second == expected
+
+
+@pytest.mark.parametrize(("start", "count", "far", "stop"),
+                         [(0, 1, 0, 5000), (3, 700, 0, 5000), (100, 2 * traversal.STEP, 0, 700),
+                          (10, 1024, 4000, 5000), (0, 5000, 0, 5000)])
+def test_contiguous_ahead_adds_its_elements_and_asks_for_each_line_once(start, count, far,
+                                                                       stop) -> None:
+    """The part of the elements, its steps joined in order, and how far the prefetches
+    reached: AHEAD elements past the last step, never past ``stop`` nor back."""
+    x = np.arange(5000, dtype=np.float64) % 13 - 6.0
+    part, reached = _SUMS_AHEAD.contiguous_ahead(x, x, start, count, 0.5, far, stop)
+    expected = 0.0
+    for a in range(start, start + count, traversal.STEP):
+        expected += (x[a:min(a + traversal.STEP, start + count)] - 0.5).sum()
+    assert part == expected
+    assert reached == max(far, min(stop, start + count + traversal.AHEAD))
 
 
 def test_a_failed_part_ends_the_walk() -> None:

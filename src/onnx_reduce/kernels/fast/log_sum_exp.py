@@ -103,7 +103,7 @@ from ._exp import (
     half_to_float64,
     log1p_from,
 )
-from .traversal import LINE, add, column_walk, row_walks, specialise, zero
+from .traversal import add, column_walk, row_walks, specialise, zero
 
 if TYPE_CHECKING:
     from ..dispatch import Bound
@@ -802,6 +802,7 @@ _terms_contiguous = _TERMS_WALK.contiguous
 _terms_walk = _TERMS_WALK.walk
 _guess_walk = _GUESSES.walk
 _guess_contiguous = _GUESSES.contiguous
+_guess_ahead = _GUESSES.contiguous_ahead
 
 
 @njit(cache=True, inline="always")
@@ -1039,12 +1040,10 @@ def _long_row_sums(base, bits, offset, n, block, a, sums):
         state = _no_total()
         served = abs(m) < np.inf
         done = 0
+        far = start
         while served and done < n:
             c = min(block, n - done)
-            ahead = start + done + c
-            for k in range(ahead, start + min(n, done + c + block), LINE):
-                prefetch(bits, k)
-            part = _guess_contiguous(base, start + done, c, m)
+            part, far = _guess_ahead(base, bits, start + done, c, m, far, start + n)
             served = not _over_cap(part)
             state = _fold_sum(state, part)
             done += c
@@ -1363,15 +1362,13 @@ def _slab_rows(base, bits, slabs, n, pieces, out):
     return least
 
 
-_guess_contiguous = _GUESSES.contiguous
-
 
 @njit(cache=True)
 def _slab_piece(base, bits, first, last, n, p, pieces, guesses, sums):
     """Slabs ``first..last`` of :func:`_slab_rows`, in memory order: each output's shift
     guessed from the first PROBE elements of its row in slab ``first``, then every row's
-    terms added to its output's compensated sum (LONG_BLOCK elements at a time, the next
-    block prefetched: the hardware prefetcher alone leaves one thread well short of the
+    terms added to its output's compensated sum (LONG_BLOCK elements at a time, the lines
+    ahead prefetched: the hardware prefetcher alone leaves one thread well short of the
     memory); written to the outputs' piece ``p``, the guess NaN where it does not serve
     (:func:`_guess_range`'s rule)."""
     outputs = guesses.size // pieces
@@ -1383,17 +1380,18 @@ def _slab_piece(base, bits, first, last, n, p, pieces, guesses, sums):
         m = _from_key(bits, key, mag)
         guesses[t * pieces + p] = m if abs(m) < np.inf else np.nan
     for s in range(first, last):
+        far = s * pitch
         for t in range(outputs):
             m = guesses[t * pieces + p]
             if math.isnan(m):
                 continue
             start = s * pitch + t * n
             state = (his[t], los[t])
+            far = max(far, start)
             for a in range(0, n, LONG_BLOCK):
                 c = min(LONG_BLOCK, n - a)
-                for k in range(start + a + c, min(start + a + c + LONG_BLOCK, bits.size), LINE):
-                    prefetch(bits, k)  # the next block, of this row or the next
-                part = _guess_contiguous(base, start + a, c, m)
+                # the lines ahead, of this row or the next ones
+                part, far = _guess_ahead(base, bits, start + a, c, m, far, bits.size)
                 if _over_cap(part):
                     guesses[t * pieces + p] = np.nan
                     break

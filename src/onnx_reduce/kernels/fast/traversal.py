@@ -39,6 +39,11 @@ from ._common import flat_offset, prefetch
 
 #: Elements between the prefetches of a contiguous block (a 64-byte line of float32).
 LINE = 16
+#: Rows that prefetch: a contiguous block is added STEP elements at a time, each step first
+#: asking for the lines up to AHEAD elements past it, each line once (short bursts of
+#: prefetches: docs/kernel-design.md, "Rows").
+STEP = 256
+AHEAD = 512
 #: Column walks prefetch their next four row slices only when a slice is at most this many
 #: bytes: the hardware prefetcher falls behind on shorter ones and keeps up with longer ones,
 #: where software prefetches cost time (docs/kernel-design.md, "Column prefetch and item
@@ -145,6 +150,21 @@ def _contiguous(src, start, count, m):  # pragma: no cover - compiled
     return acc_part(src[start:start + count], m)
 
 
+def _contiguous_ahead(src, bits, start, count, m, far, stop):  # pragma: no cover - compiled
+    """(part, far): :func:`_contiguous` of ``count`` elements from ``start``, its parts of STEP
+    elements joined in order, the lines from ``far`` up to AHEAD elements past each part (not
+    past ``stop``) prefetched before it is added."""
+    part = acc_empty()
+    for a in range(start, start + count, STEP):
+        c = min(STEP, start + count - a)
+        end = min(stop, a + c + AHEAD)
+        for i in range(far, end, LINE):
+            prefetch(bits, i)
+        far = max(far, end)
+        part = acc_join(part, _contiguous(src, a, c, m))
+    return part, far
+
+
 def _strided(src, start, count, step, m):  # pragma: no cover - compiled
     """The part of ``count`` elements ``step`` apart from ``start``."""
     return acc_part(src[start:start + (count - 1) * step + 1:step], m)
@@ -210,13 +230,12 @@ def _walk(base, bits, off, rs, rst, n, step, a, b, m, block):  # pragma: no cove
             pos += runs * n
             continue
         done = 0
+        far = start
         while done < count:
             c = min(block, count - done)
-            if step == 1:
-                if ACC_PREFETCH:  # the next block into cache meanwhile
-                    ahead = start + done + c
-                    for i in range(ahead, start + min(count, done + c + block), LINE):
-                        prefetch(bits, i)
+            if step == 1 and ACC_PREFETCH:  # the lines ahead into cache meanwhile
+                part, far = _contiguous_ahead(src, bits, start + done, c, m, far, start + count)
+            elif step == 1:
                 part = _contiguous(src, start + done, c, m)
             else:
                 part = _strided(src, start + done * step, c, step, m)
@@ -232,6 +251,7 @@ class RowWalks(NamedTuple):
     """One accumulator's walks of one output's reduced elements."""
 
     contiguous: Any  #: (src, start, count, m) -> part
+    contiguous_ahead: Any  #: (src, bits, start, count, m, far, stop) -> (part, far)
     strided: Any  #: (src, start, count, step, m) -> part
     runs: Any  #: (src, start, runs, pitch, n, step, m) -> part
     walk: Any  #: (base, bits, off, rs, rst, n, step, a, b, m, block) -> (state, completed)
@@ -258,10 +278,13 @@ def row_walks(name: str, *, part: Any, empty: Any, join: Any, start: Any, fold: 
     contiguous = specialise(_contiguous, name, inner, **parts)
     strided = specialise(_strided, name, inner, **parts)
     runs = specialise(_runs, name, inner, **parts)
+    ahead = specialise(_contiguous_ahead, name, {}, acc_empty=empty, acc_join=join,
+                       _contiguous=contiguous)
     walk = specialise(_walk, name, {"inline": "always"}, acc_read=read, acc_start=start,
                       acc_fold=fold, acc_failed=failed, ACC_PREFETCH=prefetch_ahead,
-                      _contiguous=contiguous, _strided=strided, _runs=runs)
-    return RowWalks(contiguous, strided, runs, walk)
+                      _contiguous=contiguous, _contiguous_ahead=ahead, _strided=strided,
+                      _runs=runs)
+    return RowWalks(contiguous, ahead, strided, runs, walk)
 
 
 # ----------------------------------------------------------------------------- adjacent outputs
