@@ -1362,7 +1362,6 @@ def _slab_rows(base, bits, slabs, n, pieces, out):
     return least
 
 
-
 @njit(cache=True)
 def _slab_piece(base, bits, first, last, n, p, pieces, guesses, sums):
     """Slabs ``first..last`` of :func:`_slab_rows`, in memory order: each output's shift
@@ -1379,8 +1378,8 @@ def _slab_piece(base, bits, first, last, n, p, pieces, guesses, sums):
         key, mag = _max_contiguous(bits, first * pitch + t * n, min(n, PROBE), 0.0)
         m = _from_key(bits, key, mag)
         guesses[t * pieces + p] = m if abs(m) < np.inf else np.nan
+    far = 0  # how far the prefetches reached: rows are read in memory order
     for s in range(first, last):
-        far = s * pitch
         for t in range(outputs):
             m = guesses[t * pieces + p]
             if math.isnan(m):
