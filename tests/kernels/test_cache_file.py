@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("numba")
-from numba.core.caching import IndexDataCacheFile
+from numba.core.caching import IndexDataCacheFile, _SourceFileBackedLocatorMixin
 
 from onnx_reduce.kernels.fast import _cache_file
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: entry's data naming itself, started when the file ``go`` appears (all processes at once).
 _SAVER = """
 import os, sys, time
-from numba.core.caching import IndexDataCacheFile
+from numba.core.caching import IndexDataCacheFile, _SourceFileBackedLocatorMixin
 from onnx_reduce.kernels.fast import _cache_file
 if sys.argv[3] == "locked":
     _cache_file.install()
@@ -65,3 +65,33 @@ def test_importing_the_kernels_installs_the_locked_saves() -> None:
     from onnx_reduce.kernels.fast import _common  # noqa: F401 - the import installs it
 
     assert IndexDataCacheFile.save is _cache_file._locked_save
+    assert _SourceFileBackedLocatorMixin.get_source_stamp is _cache_file._stamp
+
+
+def test_a_kernel_is_stamped_with_every_kernel_module_and_other_code_with_its_file(
+        tmp_path) -> None:
+    """A cached kernel holds the code of the kernels it calls: editing any kernel module must
+    miss the cache of all of them. Code outside the kernels keeps numba's own stamp."""
+    from numba.core.caching import InTreeCacheLocator
+
+    from onnx_reduce.kernels.fast import _exp
+
+    kernel = InTreeCacheLocator.from_function(_exp.exp_open.py_func, _exp.__file__)
+    stamp, digest = kernel.get_source_stamp()
+    assert stamp == _cache_file._numba_stamp(kernel)
+    assert digest == _cache_file.kernels_digest()
+    other = tmp_path / "elsewhere.py"
+    other.write_text("def f():\n    return 1\n")
+    namespace: dict = {}
+    exec(compile(other.read_text(), str(other), "exec"), namespace)
+    outside = InTreeCacheLocator.from_function(namespace["f"], str(other))
+    assert outside.get_source_stamp() == _cache_file._numba_stamp(outside)
+
+
+def test_the_kernels_digest_changes_with_any_kernel_module(tmp_path) -> None:
+    for name in ("a.py", "b.py"):
+        (tmp_path / name).write_text("x = 1\n")
+    before = _cache_file._digest(tuple(sorted(tmp_path.glob("*.py"))))
+    (tmp_path / "b.py").write_text("x = 2\n")
+    after = _cache_file._digest.__wrapped__(tuple(sorted(tmp_path.glob("*.py"))))
+    assert before != after

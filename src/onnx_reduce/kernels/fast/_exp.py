@@ -41,6 +41,10 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from ._cache_file import install as _install_cache_stamps
+
+_install_cache_stamps()  # before the first kernel is defined: the modules import this one first
+
 __all__ = [
     "as_float32",
     "as_float64",

@@ -24,17 +24,16 @@ Two walks: :func:`row_walks` (one output's reduced elements, in C order) and
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import inspect
 import marshal
 import types as pytypes
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit
 
+from ._cache_file import kernels_digest
 from ._common import flat_offset, prefetch
 
 #: Elements between the prefetches of a contiguous block (a 64-byte line of float32).
@@ -63,7 +62,7 @@ def specialise(template: Any, name: str, flags: dict[str, Any], **parts: Any) ->
     scope = dict(template.__globals__)
     scope.update(parts)
     digest = hashlib.sha1(inspect.getsource(template).encode())
-    digest.update(_modules_digest())
+    digest.update(kernels_digest())
     for part in parts.values():
         code = getattr(part, "py_func", None)
         try:
@@ -76,15 +75,6 @@ def specialise(template: Any, name: str, flags: dict[str, Any], **parts: Any) ->
     fn.__qualname__ = qualname
     fn.__doc__ = template.__doc__
     return njit(cache=True, **flags)(fn)
-
-
-@functools.cache
-def _modules_digest() -> bytes:
-    """A digest of this package's source files (what specialised functions may inline)."""
-    digest = hashlib.sha1()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(path.read_bytes())
-    return digest.digest()
 
 
 # ----------------------------------------------------------------------------- the parts
