@@ -56,6 +56,8 @@ def _sum_slices4(s0, s1, s2, s3, acc):
 
 
 _COLUMN_SUMS = traversal.column_walk("test_sums", _sum_slice, _sum_slices4)
+_COLUMN_SUMS_IN_FOURS = traversal.column_walk("test_sums_in_fours", _sum_slice, _sum_slices4,
+                                              one_slice=False)
 
 
 def _ints(values) -> np.ndarray:
@@ -129,11 +131,14 @@ def test_a_failed_part_ends_the_walk() -> None:
 
 @pytest.mark.parametrize(("shape", "axes"), [((9, 5, 6), (0,)), ((9, 5, 6), (0, 1)),
                                              ((4, 10, 3), (1,)), ((7, 8), (0,)),
-                                             ((5, 6, 7), (0, 1)), ((6, 9, 4), (1,))])
+                                             ((5, 6, 7), (0, 1)), ((6, 9, 4), (1,)),
+                                             ((200, 4), (0,)), ((6, 300), (0,))])
 @pytest.mark.parametrize("view", ["c", "step"])
-def test_column_walk_adds_every_reduced_row_into_its_outputs(shape, axes, view) -> None:
-    """Four rows at a time or one, contiguous or strided outputs: each output's sum over any
-    range of its reduced rows equals numpy's."""
+@pytest.mark.parametrize("walk", [_COLUMN_SUMS, _COLUMN_SUMS_IN_FOURS], ids=["one", "fours"])
+def test_column_walk_adds_every_reduced_row_into_its_outputs(shape, axes, view, walk) -> None:
+    """Short slices one at a time (prefetching slices ahead) or in four-row groups, long ones
+    four rows at a time or one, contiguous or strided outputs: each output's sum over any range
+    of its reduced rows equals numpy's."""
     x = np.arange(np.prod(shape) * 2, dtype=np.float64).reshape(*shape[:-1], -1) % 11
     x = x[..., :shape[-1]] if view == "c" else x[..., ::2]
     canon = canonical_layout(x, axes)
@@ -147,7 +152,7 @@ def test_column_walk_adds_every_reduced_row_into_its_outputs(shape, axes, view) 
         off = canon.offset + traversal.flat_offset(k, ks, kst, ks.size)
         for a, b in ((0, rows), (1, rows - 1), (0, 1), (rows // 2, rows)):
             acc = np.zeros(width)
-            _COLUMN_SUMS(canon.base, canon.base, off, width, step, rs, rst, a, b, (acc,))
+            walk(canon.base, canon.base, off, width, step, rs, rst, a, b, (acc,))
             moved = np.moveaxis(x, axes, range(len(axes)))
             part = moved.reshape(rows, -1)[a:b].sum(0).reshape(-1, width)[k]
             np.testing.assert_array_equal(acc, part)

@@ -1490,9 +1490,12 @@ def _guess4(s0, s1, s2, s3, peaks, his):
 
 
 # The three walks of a block of adjacent outputs over their reduced rows: the maxima, the
-# terms and ties against them, the terms against guessed shifts.
-_column_maxima = column_walk("maxima", _keys_slice, _keys4, read=_read_bits)
-_column_terms = column_walk("terms", _terms_slice, _terms4)
+# terms and ties against them, the terms against guessed shifts. Only the last, the one read
+# of narrow floats, adds short slices one at a time: the exact passes run mostly in cache,
+# where four-row groups are faster (docs/kernel-design.md, "Column prefetch").
+_column_maxima = column_walk("maxima", _keys_slice, _keys4, read=_read_bits,
+                             one_slice=False)
+_column_terms = column_walk("terms", _terms_slice, _terms4, one_slice=False)
 _column_guesses = column_walk("guesses", _guess_slice, _guess4)
 
 

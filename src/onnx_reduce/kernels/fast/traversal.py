@@ -48,6 +48,11 @@ AHEAD = 512
 #: where software prefetches cost time (docs/kernel-design.md, "Column prefetch and item
 #: width").
 PREFETCH_SLICE_BYTES = 2048
+#: A walk with ACC_ONE_SLICE adds one slice at a time, first asking for the slice this many
+#: bytes of slices on (at least the next): sixteen prefetches or fewer between two slices'
+#: work, where four slices asked for at once were a burst that stalled the core ("Column
+#: prefetch").
+PREFETCH_AHEAD_BYTES = 2048
 
 
 def specialise(template: Any, name: str, flags: dict[str, Any], **parts: Any) -> Any:
@@ -130,6 +135,11 @@ def acc_slice(seg, *state):
 def acc_slices4(s0, s1, s2, s3, *state):
     """Columns: four row slices added into the state at once, in that order."""
     raise NotImplementedError
+
+
+#: Columns: whether slices of at most PREFETCH_SLICE_BYTES are added one at a time (else in
+#: four-row groups, as longer ones).
+ACC_ONE_SLICE = True
 
 
 # ----------------------------------------------------------------------------- one output
@@ -303,20 +313,19 @@ def _slices4(src, start, pitch, width, step, state):  # pragma: no cover - compi
 
 
 @njit(cache=True, inline="always")
-def _prefetch_rows(bits, start, pitch, width):
-    """The next four row slices into cache while this group's are added (the hardware
-    prefetcher alone leaves short slices, e.g. the 1 KiB of a middle axis, waiting on memory)."""
-    line = 64 // bits.itemsize
-    for r in range(4):
-        for i in range(start + r * pitch, start + r * pitch + width, line):
-            prefetch(bits, i)
+def _prefetch_slice(bits, start, width):
+    """One row slice's lines into cache (the hardware prefetcher alone leaves short slices,
+    e.g. the 1 KiB of a middle axis, waiting on memory: it does not cross a 4 KiB page)."""
+    for i in range(start, start + width, 64 // bits.itemsize):
+        prefetch(bits, i)
 
 
 def _column_walk(base, bits, off, width, step, rs, rst, a, b, state):  # pragma: no cover
     """Reduced rows ``a..b`` (C order over ``rs`` / ``rst``) of ``width`` adjacent outputs
     (``step`` apart, the first at ``off``) into the state: four rows at a time where the
     innermost reduced dim has them (one load and store of the accumulators per four elements),
-    the next four prefetched when a slice is at most PREFETCH_SLICE_BYTES."""
+    the next four prefetched when a slice is at most PREFETCH_SLICE_BYTES; with ACC_ONE_SLICE such
+    slices go one at a time instead, each first asking for the slice PREFETCH_AHEAD_BYTES on."""
     src = acc_read(base, bits)
     nd = rs.size
     index = np.zeros(nd, np.int64)
@@ -328,12 +337,20 @@ def _column_walk(base, bits, off, width, step, rs, rst, a, b, state):  # pragma:
     start = off + flat_offset(a, rs, rst, nd)
     last = nd - 1
     row = a
+    slice_bytes = width * bits.itemsize
+    prefetching = step == 1 and slice_bytes <= PREFETCH_SLICE_BYTES
+    single = prefetching and ACC_ONE_SLICE
+    ahead = max(1, PREFETCH_AHEAD_BYTES // slice_bytes) if single else 4
     while row < b:
-        count = 4 if (rs[last] - index[last] >= 4 and b - row >= 4) else 1
-        if (step == 1 and count == 4 and width * bits.itemsize <= PREFETCH_SLICE_BYTES
-                and rs[last] - index[last] >= 8 and b - row >= 8):
-            _prefetch_rows(bits, start + 4 * rst[last], rst[last], width)
-        if count == 4:
+        count = 4 if (not single and rs[last] - index[last] >= 4 and b - row >= 4) else 1
+        if single:  # (contiguous: a slice with a run-time step cost 25% in cache)
+            if rs[last] - index[last] > ahead and b - row > ahead:
+                _prefetch_slice(bits, start + ahead * rst[last], width)
+            acc_slice(src[start:start + width], *state)
+        elif count == 4:
+            if prefetching and rs[last] - index[last] >= 8 and b - row >= 8:
+                for r in range(4):
+                    _prefetch_slice(bits, start + (4 + r) * rst[last], width)
             _slices4(src, start, rst[last], width, step, state)
         else:
             _slice(src, start, width, step, state)
@@ -351,12 +368,16 @@ def _column_walk(base, bits, off, width, step, rs, rst, a, b, state):  # pragma:
             start += rst[d]
 
 
-def column_walk(name: str, slice_part: Any, slices4_part: Any, read: Any = _read_base) -> Any:
+def column_walk(name: str, slice_part: Any, slices4_part: Any, read: Any = _read_base,
+                one_slice: bool = True) -> Any:
     """The walk of a block of adjacent outputs over their reduced rows for one accumulator,
-    given its parts ``acc_slice``, ``acc_slices4`` and ``acc_read``."""
+    given its parts ``acc_slice``, ``acc_slices4`` and ``acc_read``; ``one_slice=False`` keeps
+    short slices in four-row groups (an accumulator so cheap that, in cache, the group's one
+    load and store of its state outweighs the prefetch's spacing)."""
     one = specialise(_slice, name, {}, acc_slice=slice_part)
     four = specialise(_slices4, name, {}, acc_slices4=slices4_part)
-    return specialise(_column_walk, name, {}, acc_read=read, _slice=one, _slices4=four)
+    return specialise(_column_walk, name, {}, acc_read=read, acc_slice=slice_part, _slice=one,
+                      _slices4=four, ACC_ONE_SLICE=one_slice)
 
 
 # ----------------------------------------------------------------------------- common parts
